@@ -43,7 +43,7 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Exponential backoff, or the server's Retry-After when it gave one."""
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay)
+            return float(min(max(retry_after, 0.0), self.max_delay))
         return min(self.base_delay * (2**attempt), self.max_delay)
 
 
