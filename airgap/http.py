@@ -44,7 +44,7 @@ class RetryPolicy:
         """Exponential backoff, or the server's Retry-After when it gave one."""
         if retry_after is not None:
             return float(min(max(retry_after, 0.0), self.max_delay))
-        return min(self.base_delay * (2**attempt), self.max_delay)
+        return float(min(self.base_delay * 2.0**attempt, self.max_delay))
 
 
 DEFAULT_RETRY = RetryPolicy()
