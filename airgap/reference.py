@@ -71,8 +71,11 @@ def is_loopback_host(host: str) -> bool:
 
 
 def _looks_like_host(component: str) -> bool:
-    return "." in component or ":" in component or component == "localhost" or (
-        component.startswith("[")
+    return (
+        "." in component
+        or ":" in component
+        or component == "localhost"
+        or (component.startswith("["))
     )
 
 

@@ -1,0 +1,179 @@
+"""OCI and Docker manifest vocabulary: media types, descriptors, manifest parsing (pure).
+
+A manifest is always carried as its exact bytes plus the media type it was served with;
+the parsed JSON is only ever read, never re-serialised, so digests never change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from airgap.errors import AirgapError
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+
+INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
+IMAGE_MANIFEST_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
+MANIFEST_TYPES = INDEX_TYPES | IMAGE_MANIFEST_TYPES
+MANIFEST_ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
+
+REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name"
+TITLE_ANNOTATION = "org.opencontainers.image.title"
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def digest_hex(digest: str) -> str:
+    """The hex part of a ``sha256:`` digest; anything else is refused."""
+    algorithm, _, hexpart = digest.partition(":")
+    if algorithm != "sha256" or len(hexpart) != 64:
+        raise AirgapError(f"unsupported digest {digest!r}: only sha256 is supported")
+    return hexpart
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A content descriptor as found in manifests and indexes."""
+
+    media_type: str
+    digest: str
+    size: int
+    platform: str | None = None
+    annotations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "mediaType": self.media_type,
+            "digest": self.digest,
+            "size": self.size,
+        }
+        if self.annotations:
+            data["annotations"] = dict(self.annotations)
+        return data
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A manifest or index: its exact bytes, media type and digest."""
+
+    data: bytes
+    media_type: str
+    digest: str
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str | None = None) -> Manifest:
+        parsed = _load(data)
+        declared = parsed.get("mediaType")
+        kind = declared if isinstance(declared, str) and declared else media_type
+        if not kind:
+            kind = OCI_INDEX if "manifests" in parsed else OCI_MANIFEST
+        kind = kind.split(";")[0].strip()
+        if kind not in MANIFEST_TYPES:
+            raise AirgapError(f"unsupported manifest media type {kind!r}")
+        return cls(data=data, media_type=kind, digest=sha256_digest(data))
+
+    @property
+    def is_index(self) -> bool:
+        return self.media_type in INDEX_TYPES
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return _load(self.data)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def descriptor(self, platform: str | None = None) -> Descriptor:
+        return Descriptor(self.media_type, self.digest, len(self.data), platform)
+
+    def children(self) -> list[Descriptor]:
+        """Manifests an index points at (empty for an image manifest)."""
+        if not self.is_index:
+            return []
+        return [_descriptor(entry) for entry in self.json.get("manifests", [])]
+
+    def blobs(self) -> list[Descriptor]:
+        """Config and layers of an image manifest (empty for an index)."""
+        if self.is_index:
+            return []
+        parsed = self.json
+        found = [_descriptor(parsed["config"])] if "config" in parsed else []
+        found.extend(_descriptor(layer) for layer in parsed.get("layers", []))
+        return found
+
+
+def _load(data: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AirgapError(f"manifest is not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise AirgapError("manifest is not a JSON object")
+    return parsed
+
+
+def _descriptor(entry: Any) -> Descriptor:
+    if not isinstance(entry, dict) or "digest" not in entry or "size" not in entry:
+        raise AirgapError("manifest has a malformed descriptor")
+    return Descriptor(
+        media_type=str(entry.get("mediaType", "")),
+        digest=str(entry["digest"]),
+        size=int(entry["size"]),
+        platform=format_platform(entry.get("platform")),
+        annotations=dict(entry.get("annotations") or {}),
+    )
+
+
+def format_platform(platform: Any) -> str | None:
+    """``{"os": "linux", "architecture": "arm64", "variant": "v8"}`` -> ``linux/arm64/v8``."""
+    if not isinstance(platform, dict):
+        return None
+    parts = [str(platform.get("os", "")), str(platform.get("architecture", ""))]
+    if platform.get("variant"):
+        parts.append(str(platform["variant"]))
+    return "/".join(parts)
+
+
+def platform_matches(platform: str | None, wanted: tuple[str, ...]) -> bool:
+    """``linux/arm64`` matches ``linux/arm64/v8``; a variant in ``wanted`` must match."""
+    if platform is None:
+        return False
+    have = platform.split("/")
+    for want in wanted:
+        parts = want.split("/")
+        if have[: len(parts)] == parts:
+            return True
+    return False
+
+
+def config_platform(config: bytes) -> str | None:
+    """The platform an image config declares, for single-manifest images."""
+    try:
+        parsed = json.loads(config)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or "os" not in parsed:
+        return None
+    return format_platform(parsed)
+
+
+def filter_index(index: Manifest, wanted: tuple[str, ...]) -> Manifest:
+    """A new index keeping only ``wanted`` platforms (its digest necessarily changes)."""
+    parsed = index.json
+    kept = [
+        entry
+        for entry in parsed.get("manifests", [])
+        if platform_matches(format_platform(entry.get("platform")), wanted)
+    ]
+    parsed["manifests"] = kept
+    data = json.dumps(parsed, indent=2).encode()
+    return Manifest(data=data, media_type=index.media_type, digest=sha256_digest(data))

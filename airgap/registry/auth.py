@@ -1,0 +1,131 @@
+"""Registry authentication: WWW-Authenticate challenges, bearer tokens and basic auth.
+
+The client pings ``/v2/`` once per host to learn the scheme, then attaches the right
+``Authorization`` before each request, so a streamed upload body is never wasted on a
+401. Bearer tokens are cached per scope set, as registries issue them per scope.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from airgap import http
+from airgap.errors import AuthError
+from airgap.registry.credentials import Credentials
+
+_PARAM_RE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """A parsed ``WWW-Authenticate`` header."""
+
+    scheme: str  # "bearer", "basic" or "" when the registry needs no auth
+    params: dict[str, str] = field(default_factory=dict)
+
+
+NO_AUTH = Challenge("")
+
+
+def parse_challenge(header: str) -> Challenge:
+    scheme, _, rest = header.strip().partition(" ")
+    params = {m.group(1).lower(): m.group(2) or m.group(3) or "" for m in _PARAM_RE.finditer(rest)}
+    return Challenge(scheme.lower(), params)
+
+
+def repository_scope(repository: str, actions: str) -> str:
+    return f"repository:{repository}:{actions}"
+
+
+def basic_header(credentials: Credentials) -> str:
+    raw = f"{credentials.username}:{credentials.password}".encode()
+    return "Basic " + base64.b64encode(raw).decode()
+
+
+class Authenticator:
+    """Hands out ``Authorization`` header values for one registry host."""
+
+    def __init__(
+        self,
+        host: str,
+        client: httpx.Client,
+        credentials: Credentials | None,
+        policy: http.RetryPolicy = http.DEFAULT_RETRY,
+    ) -> None:
+        self.host = host
+        self._client = client
+        self._credentials = credentials
+        self._policy = policy
+        self._challenge: Challenge | None = None
+        self._tokens: dict[tuple[str, ...], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def has_credentials(self) -> bool:
+        return self._credentials is not None
+
+    def learn(self, challenge: Challenge) -> None:
+        self._challenge = challenge
+
+    @property
+    def known(self) -> bool:
+        return self._challenge is not None
+
+    def header(self, scopes: tuple[str, ...], *, refresh: bool = False) -> str | None:
+        """The Authorization value for a request needing ``scopes``, if any is needed."""
+        challenge = self._challenge or NO_AUTH
+        if challenge.scheme == "basic":
+            return basic_header(self._credentials) if self._credentials else None
+        if challenge.scheme != "bearer":
+            return None
+        key = tuple(sorted(scopes))
+        with self._lock:
+            cached = self._tokens.get(key)
+            if cached and not refresh and cached[1] > time.monotonic():
+                return f"Bearer {cached[0]}"
+        token, lifetime = self._fetch_token(challenge, key)
+        with self._lock:
+            self._tokens[key] = (token, time.monotonic() + max(lifetime - 30, 10))
+        return f"Bearer {token}"
+
+    def _fetch_token(self, challenge: Challenge, scopes: tuple[str, ...]) -> tuple[str, float]:
+        realm = challenge.params.get("realm")
+        if not realm:
+            raise AuthError(f"registry {self.host}: bearer challenge without realm", 401)
+        params: list[tuple[str, str | int | float | bool | None]] = []
+        if challenge.params.get("service"):
+            params.append(("service", challenge.params["service"]))
+        params.extend(("scope", scope) for scope in scopes)
+        headers = {"Authorization": basic_header(self._credentials)} if self._credentials else {}
+        url = httpx.URL(realm).copy_merge_params(params)
+        response = http.send(
+            self._client,
+            lambda: self._client.build_request("GET", url, headers=headers),
+            policy=self._policy,
+        )
+        if response.status_code in (401, 403):
+            raise AuthError(
+                f"registry {self.host}: token service refused "
+                f"{'the stored credentials' if self._credentials else 'anonymous access'} "
+                f"(HTTP {response.status_code})",
+                response.status_code,
+            )
+        if response.status_code >= 400:
+            raise http.status_error(response, f"registry {self.host}: token request")
+        body = response.json()
+        token = body.get("token") or body.get("access_token")
+        if not token:
+            raise AuthError(f"registry {self.host}: token service answered without a token", 401)
+        return str(token), float(body.get("expires_in") or 60)
+
+    def denied(self, status: int, what: str) -> AuthError:
+        """The user-facing error for a 401/403 after we presented what we had."""
+        tried = "credentials were tried" if self._credentials else "no credentials were found"
+        verb = "authentication failed" if status == 401 else "access denied"
+        return AuthError(f"{what}: registry {self.host}: {verb} (HTTP {status}; {tried})", status)

@@ -1,0 +1,398 @@
+"""A distribution-spec registry client: pull and push manifests and blobs.
+
+One ``Registry`` per endpoint (host + TLS settings). It owns HTTP for registries:
+authentication (ping, bearer tokens per scope, basic), retries, streaming blob
+transfer with hashing, monolithic and chunked uploads and cross-repository mounts.
+Manifests travel as exact bytes in both directions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO
+from urllib.parse import urljoin
+
+import httpx
+
+from airgap import http
+from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError, NotFoundError
+from airgap.oci import MANIFEST_ACCEPT, Manifest, sha256_digest
+from airgap.reference import is_loopback_host
+from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
+from airgap.registry.credentials import Credentials
+
+CHUNK = 1 << 20
+BodyFactory = Callable[[], Iterable[bytes]]
+
+
+class Registry:
+    """Talks the distribution API to one registry endpoint."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        client: httpx.Client,
+        credentials: Credentials | None = None,
+        plain_http: bool | None = None,
+        policy: http.RetryPolicy = http.DEFAULT_RETRY,
+        display_name: str | None = None,
+    ) -> None:
+        self.host = host
+        self.display_name = display_name or host
+        use_http = is_loopback_host(host) if plain_http is None else plain_http
+        self.base_url = f"{'http' if use_http else 'https'}://{host}"
+        self._client = client
+        self._policy = policy
+        self._auth = Authenticator(host, client, credentials, policy)
+        self._ping_lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}/v2/{path}"
+
+    def ping(self) -> None:
+        """Learn which auth scheme the registry wants (once per endpoint)."""
+        with self._ping_lock:
+            if self._auth.known:
+                return
+            url = self._url("")
+            response = http.send(
+                self._client, lambda: self._client.build_request("GET", url), policy=self._policy
+            )
+            response.close()
+            if response.status_code == 401:
+                header = response.headers.get("WWW-Authenticate", "")
+                self._auth.learn(parse_challenge(header) if header else NO_AUTH)
+            elif response.status_code < 400 or response.status_code == 404:
+                self._auth.learn(NO_AUTH)
+            else:
+                raise http.status_error(response, f"registry {self.display_name}")
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        scopes: tuple[str, ...],
+        *,
+        what: str,
+        headers: dict[str, str] | None = None,
+        body: BodyFactory | None = None,
+        stream: bool = False,
+        ok: tuple[int, ...] = (200,),
+        missing_ok: bool = False,
+    ) -> httpx.Response | None:
+        """Send with auth and retries; raise a typed error for any status not in ``ok``."""
+        self.ping()
+        refresh = False
+        for _ in range(2):
+            request_headers = dict(headers or {})
+            authorization = self._auth.header(scopes, refresh=refresh)
+            if authorization:
+                request_headers["Authorization"] = authorization
+
+            def build(h: dict[str, str] = request_headers) -> httpx.Request:
+                content = body() if body else None
+                return self._client.build_request(method, url, headers=h, content=content)
+
+            response = http.send(self._client, build, policy=self._policy, stream=stream)
+            if response.status_code in ok:
+                return response
+            if response.status_code == 401 and not refresh:
+                header = response.headers.get("WWW-Authenticate")
+                if header:
+                    self._auth.learn(parse_challenge(header))
+                response.close()
+                refresh = True
+                continue
+            if response.status_code == 404 and missing_ok:
+                response.close()
+                return None
+            try:
+                if response.status_code in (401, 403):
+                    raise self._auth.denied(response.status_code, what)
+                raise http.status_error(response, what)
+            finally:
+                response.close()
+        raise AssertionError("unreachable")
+
+    # -- manifests ------------------------------------------------------------------
+
+    def get_manifest(self, repository: str, reference: str, *, what: str) -> Manifest:
+        """Fetch a manifest by tag or digest, checking that its bytes match the digest."""
+        response = self._send(
+            "GET",
+            self._url(f"{repository}/manifests/{reference}"),
+            (repository_scope(repository, "pull"),),
+            what=what,
+            headers={"Accept": MANIFEST_ACCEPT},
+        )
+        assert response is not None
+        data = response.content
+        content_type = response.headers.get("Content-Type")
+        manifest = Manifest.from_bytes(data, content_type)
+        expected = reference if reference.startswith("sha256:") else None
+        served = response.headers.get("Docker-Content-Digest", "")
+        if expected is None and served.startswith("sha256:"):
+            expected = served
+        if expected and expected != manifest.digest:
+            raise DigestMismatchError(
+                f"{what}: registry {self.display_name} served a manifest whose digest "
+                f"{manifest.digest} does not match {expected}"
+            )
+        return manifest
+
+    def manifest_digest(self, repository: str, reference: str, *, what: str) -> str | None:
+        """HEAD a manifest: its digest if present, None if missing."""
+        response = self._send(
+            "HEAD",
+            self._url(f"{repository}/manifests/{reference}"),
+            (repository_scope(repository, "pull"),),
+            what=what,
+            headers={"Accept": MANIFEST_ACCEPT},
+            missing_ok=True,
+        )
+        if response is None:
+            return None
+        return response.headers.get("Docker-Content-Digest") or None
+
+    def put_manifest(
+        self, repository: str, reference: str, manifest: Manifest, *, what: str
+    ) -> None:
+        """Push manifest bytes unchanged under a tag or its digest."""
+        response = self._send(
+            "PUT",
+            self._url(f"{repository}/manifests/{reference}"),
+            (repository_scope(repository, "pull,push"),),
+            what=what,
+            headers={"Content-Type": manifest.media_type},
+            body=lambda: [manifest.data],
+            ok=(200, 201, 202),
+        )
+        assert response is not None
+        served = response.headers.get("Docker-Content-Digest")
+        if served and served != manifest.digest:
+            raise DigestMismatchError(
+                f"{what}: registry {self.display_name} stored the manifest as {served}, "
+                f"expected {manifest.digest}"
+            )
+
+    # -- blobs ----------------------------------------------------------------------
+
+    def blob_size(self, repository: str, digest: str, *, what: str) -> int | None:
+        """Size of a blob the registry already has in ``repository``, else None."""
+        response = self._send(
+            "HEAD",
+            self._url(f"{repository}/blobs/{digest}"),
+            (repository_scope(repository, "pull"),),
+            what=what,
+            missing_ok=True,
+        )
+        if response is None:
+            return None
+        return int(response.headers.get("Content-Length", "0"))
+
+    def download_blob(
+        self,
+        repository: str,
+        digest: str,
+        size: int,
+        sink: BinaryIO,
+        *,
+        what: str,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
+        """Stream a blob into ``sink``, hashing as it goes; retried from the start if the
+        connection drops. Raises DigestMismatchError if the bytes are not ``digest``."""
+
+        def attempt() -> None:
+            sink.seek(0)
+            sink.truncate()
+            hasher = hashlib.sha256()
+            received = 0
+            response = self._send(
+                "GET",
+                self._url(f"{repository}/blobs/{digest}"),
+                (repository_scope(repository, "pull"),),
+                what=what,
+                stream=True,
+            )
+            assert response is not None
+            try:
+                for chunk in response.iter_raw():
+                    hasher.update(chunk)
+                    sink.write(chunk)
+                    received += len(chunk)
+                    if on_bytes:
+                        on_bytes(len(chunk))
+            finally:
+                response.close()
+            actual = "sha256:" + hasher.hexdigest()
+            if actual != digest or received != size:
+                raise DigestMismatchError(
+                    f"{what}: registry {self.display_name} served blob {digest} with "
+                    f"digest {actual} and size {received} (expected size {size})"
+                )
+
+        http.with_retries(attempt, policy=self._policy, what=f"{what}: blob {digest}")
+
+    def mount_blob(self, repository: str, digest: str, source: str, *, what: str) -> bool:
+        """Ask the registry to link a blob from another repository; True if it did."""
+        scopes = (repository_scope(repository, "pull,push"), repository_scope(source, "pull"))
+        url = self._url(f"{repository}/blobs/uploads/?mount={digest}&from={source}")
+        response = self._send("POST", url, scopes, what=what, ok=(201, 202))
+        assert response is not None
+        response.close()
+        if response.status_code == 201:
+            return True
+        self._cancel_upload(response, scopes)
+        return False
+
+    def _cancel_upload(self, response: httpx.Response, scopes: tuple[str, ...]) -> None:
+        location = response.headers.get("Location")
+        if not location:
+            return
+        with contextlib.suppress(AirgapError):  # an abandoned session expires anyway
+            self._send(
+                "DELETE",
+                self._location(location),
+                scopes,
+                what="cancel upload",
+                ok=(200, 202, 204),
+                missing_ok=True,
+            )
+
+    def _location(self, location: str) -> str:
+        return urljoin(self.base_url + "/", location)
+
+    def upload_blob(
+        self,
+        repository: str,
+        digest: str,
+        size: int,
+        body: Callable[[int], Iterator[bytes]],
+        *,
+        what: str,
+        chunk_size: int | None = None,
+    ) -> None:
+        """Upload a blob: one streamed PUT, or PATCH chunks when the registry wants them.
+
+        ``body(offset)`` yields the blob's bytes from ``offset`` to the end; it is called
+        again for every attempt so nothing is ever buffered whole.
+        """
+        scopes = (repository_scope(repository, "pull,push"),)
+        start = self._send(
+            "POST", self._url(f"{repository}/blobs/uploads/"), scopes, what=what, ok=(202,)
+        )
+        assert start is not None
+        start.close()
+        location = self._location(start.headers["Location"])
+        minimum = int(start.headers.get("OCI-Chunk-Min-Length", "0") or 0)
+        if chunk_size is None and minimum == 0:
+            try:
+                self._put_monolithic(location, digest, size, body, scopes, what)
+                return
+            except HTTPStatusError as exc:
+                if exc.status not in (400, 413, 416):
+                    raise
+                start = self._send(
+                    "POST",
+                    self._url(f"{repository}/blobs/uploads/"),
+                    scopes,
+                    what=what,
+                    ok=(202,),
+                )
+                assert start is not None
+                location = self._location(start.headers["Location"])
+        self._put_chunked(
+            location, digest, size, body, scopes, what, max(chunk_size or 8 * CHUNK, minimum)
+        )
+
+    def _put_monolithic(
+        self,
+        location: str,
+        digest: str,
+        size: int,
+        body: Callable[[int], Iterator[bytes]],
+        scopes: tuple[str, ...],
+        what: str,
+    ) -> None:
+        url = httpx.URL(location).copy_add_param("digest", digest)
+        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
+        response = self._send(
+            "PUT",
+            str(url),
+            scopes,
+            what=what,
+            headers=headers,
+            body=lambda: body(0),
+            ok=(201, 204),
+        )
+        assert response is not None
+        response.close()
+
+    def _put_chunked(
+        self,
+        location: str,
+        digest: str,
+        size: int,
+        body: Callable[[int], Iterator[bytes]],
+        scopes: tuple[str, ...],
+        what: str,
+        chunk_size: int,
+    ) -> None:
+        offset = 0
+        while offset < size:
+            length = min(chunk_size, size - offset)
+            first = offset
+
+            def piece(start: int = first, length: int = length) -> Iterator[bytes]:
+                yield from _limit(body(start), length)
+
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(length),
+                "Content-Range": f"{first}-{first + length - 1}",
+            }
+            response = self._send(
+                "PATCH", location, scopes, what=what, headers=headers, body=piece, ok=(202,)
+            )
+            assert response is not None
+            response.close()
+            location = self._location(response.headers.get("Location", location))
+            offset += length
+        url = httpx.URL(location).copy_add_param("digest", digest)
+        response = self._send(
+            "PUT",
+            str(url),
+            scopes,
+            what=what,
+            headers={"Content-Length": "0"},
+            body=lambda: [b""],
+            ok=(201, 204),
+        )
+        assert response is not None
+        response.close()
+
+
+def _limit(chunks: Iterator[bytes], length: int) -> Iterator[bytes]:
+    """At most ``length`` bytes of ``chunks``."""
+    remaining = length
+    for chunk in chunks:
+        if remaining <= 0:
+            break
+        if len(chunk) > remaining:
+            chunk = chunk[:remaining]
+        remaining -= len(chunk)
+        yield chunk
+
+
+def digest_of_manifest(data: bytes) -> str:
+    return sha256_digest(data)
+
+
+__all__ = ["CHUNK", "NotFoundError", "Registry"]
