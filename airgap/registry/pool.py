@@ -1,0 +1,109 @@
+"""One place that turns a registry host into a configured ``Registry`` endpoint.
+
+It applies per-registry settings (pull mirror, CA file, plain HTTP, skip TLS verify),
+looks up credentials once per host, and shares one HTTP connection pool per endpoint
+between all threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+
+from airgap import http
+from airgap.reference import Reference, api_host
+from airgap.registry import credentials as creds
+from airgap.registry.client import Registry
+from airgap.registry.credentials import Credentials
+
+
+class RegistryOptions(Protocol):
+    """Settings for one source or target registry (see the bundle spec's ``registries``)."""
+
+    @property
+    def mirror(self) -> str | None: ...
+    @property
+    def ca_file(self) -> str | None: ...
+    @property
+    def plain_http(self) -> bool: ...
+    @property
+    def skip_tls_verify(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    mirror: str | None = None
+    ca_file: str | None = None
+    plain_http: bool = False
+    skip_tls_verify: bool = False
+
+
+class RegistryPool:
+    """Caches a ``Registry`` per host; thread-safe."""
+
+    def __init__(
+        self,
+        settings: Mapping[str, RegistryOptions] | None = None,
+        *,
+        credentials: Mapping[str, Credentials] | None = None,
+        max_connections: int = 16,
+        policy: http.RetryPolicy = http.DEFAULT_RETRY,
+    ) -> None:
+        self._settings = dict(settings or {})
+        self._credentials = dict(credentials or {})
+        self._max_connections = max_connections
+        self._policy = policy
+        self._registries: dict[str, Registry] = {}
+        self._clients: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> RegistryPool:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+        self._registries.clear()
+
+    def registry(self, host: str) -> Registry:
+        """The endpoint for ``host`` (a registry name such as ``docker.io`` or ``h:5000``)."""
+        with self._lock:
+            found = self._registries.get(host)
+            if found:
+                return found
+            options = self._settings.get(host) or EndpointOptions()
+            client = http.build_client(
+                verify=http.ssl_context(options.ca_file, options.skip_tls_verify),
+                max_connections=self._max_connections,
+            )
+            self._clients.append(client)
+            endpoint = api_host(host)
+            registry = Registry(
+                endpoint,
+                client=client,
+                credentials=self._credentials.get(host) or creds.lookup(host),
+                plain_http=True if options.plain_http else None,
+                policy=self._policy,
+                display_name=host,
+            )
+            self._registries[host] = registry
+            return registry
+
+    def pull_location(self, reference: Reference) -> tuple[Registry, str]:
+        """Where to pull ``reference`` from: its registry, or the configured mirror."""
+        options = self._settings.get(reference.registry)
+        if options and options.mirror:
+            host, _, prefix = options.mirror.partition("/")
+            repository = (
+                f"{prefix.strip('/')}/{reference.repository}" if prefix else (reference.repository)
+            )
+            return self.registry(host), repository
+        return self.registry(reference.registry), reference.repository
