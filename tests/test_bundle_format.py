@@ -1,0 +1,87 @@
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from airgap.bundle.format import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    BundleManifest,
+    FileRecord,
+    ImageRecord,
+    ProviderRecord,
+)
+from airgap.bundle.reader import read_head
+from airgap.bundle.writer import write_bundle
+from airgap.errors import BundleError
+
+
+def _manifest() -> BundleManifest:
+    return BundleManifest(
+        created="2026-11-21T00:00:00Z",
+        tool_version="0.1.0",
+        providers=[
+            ProviderRecord(
+                "cluster-api",
+                "CoreProvider",
+                "v1.9.4",
+                "v1beta1",
+                "cluster-api",
+                "https://x/releases",
+                "providers/a/metadata.yaml",
+                "providers/a/core-components.yaml",
+                ["docker.io/library/a:1"],
+            )
+        ],
+        images=[
+            ImageRecord("docker.io/library/a:1", "sha256:" + "1" * 64, "m", ["linux/amd64"], 5)
+        ],
+        files=[FileRecord("providers/a/metadata.yaml", "2" * 64, 3)],
+    )
+
+
+def test_manifest_round_trips_and_is_deterministic() -> None:
+    manifest = _manifest()
+    data = manifest.to_bytes()
+    assert data == manifest.to_bytes()
+    assert BundleManifest.from_bytes(data) == manifest
+    assert b'"sourceDigest"' not in data  # absent optional fields are omitted
+    assert b'"mediaType": "m"' in data
+
+
+def test_malformed_manifest_is_a_bundle_error() -> None:
+    with pytest.raises(BundleError, match="malformed"):
+        BundleManifest.from_bytes(b'{"formatVersion": 1}')
+    with pytest.raises(BundleError, match="format version"):
+        BundleManifest.from_bytes(b'{"formatVersion": 99}')
+
+
+def test_tar_layout_and_head(tmp_path: Path) -> None:
+    payload = tmp_path / "data.bin"
+    payload.write_bytes(b"x" * 1000)
+    long_name = "providers/" + "n" * 120 + "/file.yaml"
+    out = tmp_path / "b.tar"
+    write_bundle(
+        out,
+        b"{}",
+        b"sig\n",
+        [(long_name, payload, 1000), ("images/x", payload, 1000)],
+        mtime=1_700_000_000,
+    )
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        assert names == [MANIFEST_NAME, SIGNATURE_NAME, long_name, "images/x"]
+        member = tar.getmember("images/x")
+        assert member.isfile() and member.mtime == 1_700_000_000 and member.uid == 0
+        extracted = tar.extractfile(long_name)
+        assert extracted is not None and extracted.read() == b"x" * 1000
+    head = read_head(out)
+    assert (head.manifest_bytes, head.signature) == (b"{}", b"sig\n")
+    assert not list(tmp_path.glob(".b.tar*"))  # no temporary left behind
+
+
+def test_read_head_rejects_non_bundles(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"hello")
+    with pytest.raises(BundleError, match="junk.tar"):
+        read_head(junk)
