@@ -99,9 +99,8 @@ def scan(path: Path) -> ScanResult:
     except OSError as exc:
         raise InputError(f"cannot open bundle {path}: {exc.strerror}") from exc
     result = ScanResult()
-    with handle:
-        with _open_tar(handle, path) as tar:
-            _scan_members(tar, handle, result)
+    with handle, _open_tar(handle, path) as tar:
+        _scan_members(tar, handle, result)
     _check_completeness(result)
     return result
 
