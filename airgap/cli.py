@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap import __version__
-from airgap.bundle.format import BundleManifest
 from airgap.bundle.reader import read_head
-from airgap.errors import EXIT_FAILURE, EXIT_USAGE, AirgapError
+from airgap.errors import EXIT_FAILURE, AirgapError, InputError
 from airgap.progress import Progress
-from airgap.signing import generate_keypair
-from airgap.textfmt import human_size, table
+from airgap.signing import generate_keypair, load_public_key
+from airgap.textfmt import human_size
+from airgap.verify.report import inventory_json, inventory_tables
 
 
 def _fail(message: str, code: int) -> None:
@@ -95,52 +97,6 @@ def collect(spec: Path, sign_key: Path, output: Path, concurrency: int, quiet: b
     return 0
 
 
-def manifest_summary(manifest: BundleManifest) -> dict[str, object]:
-    """The JSON shape ``inspect`` prints (and verify reuses for its inventory)."""
-    return {
-        "formatVersion": manifest.format_version,
-        "created": manifest.created,
-        "toolVersion": manifest.tool_version,
-        "size": manifest.total_size,
-        "providers": [
-            {
-                "name": p.name,
-                "type": p.type,
-                "version": p.version,
-                "contract": p.contract,
-                "source": p.source,
-                "images": p.images,
-            }
-            for p in manifest.providers
-        ],
-        "images": [
-            {
-                "reference": i.reference,
-                "digest": i.digest,
-                "mediaType": i.media_type,
-                "platforms": i.platforms,
-                "size": i.size,
-            }
-            for i in manifest.images
-        ],
-    }
-
-
-def manifest_tables(manifest: BundleManifest) -> str:
-    providers = table(
-        ["PROVIDER", "TYPE", "VERSION", "CONTRACT"],
-        [[p.name, p.type, p.version, p.contract] for p in manifest.providers],
-    )
-    images = table(
-        ["IMAGE", "DIGEST", "PLATFORMS", "SIZE"],
-        [
-            [i.reference, i.digest, ",".join(i.platforms) or "-", human_size(i.size)]
-            for i in manifest.images
-        ],
-    )
-    return f"{providers}\n\n{images}"
-
-
 @cli.command()
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
@@ -148,7 +104,7 @@ def inspect(bundle: Path, fmt: str) -> int:
     """Show what a bundle holds (read from its manifest; run verify to check it)."""
     manifest = read_head(bundle).manifest
     if fmt == "json":
-        click.echo(json.dumps(manifest_summary(manifest), indent=2))
+        click.echo(json.dumps(inventory_json(manifest), indent=2))
         return 0
     click.echo(
         f"{bundle}: created {manifest.created} by airgap {manifest.tool_version}, "
@@ -156,8 +112,82 @@ def inspect(bundle: Path, fmt: str) -> int:
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
     click.echo()
-    click.echo(manifest_tables(manifest))
+    click.echo(inventory_tables(manifest))
     return 0
 
 
-__all__ = ["EXIT_USAGE", "cli", "main"]
+def load_trusted_keys(keys: tuple[Path, ...], no_signature: bool) -> list[Ed25519PublicKey] | None:
+    """Trusted keys, or None when the user explicitly opted out of signature checks."""
+    if keys and no_signature:
+        raise InputError("give either --key or --no-signature, not both")
+    if not keys and not no_signature:
+        raise InputError(
+            "no trusted key: pass --key signing.pub (repeatable), or --no-signature to skip "
+            "the authenticity check explicitly"
+        )
+    if no_signature:
+        click.echo(
+            "airgap: WARNING: --no-signature: the bundle's authenticity is NOT being checked",
+            err=True,
+        )
+        return None
+    return [load_public_key(path) for path in keys]
+
+
+def key_options(function: Callable[..., int]) -> Callable[..., int]:
+    """--key (repeatable) and --no-signature, shared by verify, import and configmaps."""
+    function = click.option(
+        "--no-signature", is_flag=True, help="Skip the signature check (says so loudly)."
+    )(function)
+    return click.option(
+        "--key",
+        "keys",
+        multiple=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Trusted Ed25519 public key (repeatable).",
+    )(function)
+
+
+@cli.command()
+@click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@key_options
+@click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), help="Policy YAML.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--sbom",
+    type=click.Choice(["spdx", "cyclonedx"]),
+    help="Print an inventory document instead of the report.",
+)
+def verify(
+    bundle: Path,
+    keys: tuple[Path, ...],
+    no_signature: bool,
+    policy: Path | None,
+    fmt: str,
+    sbom: str | None,
+) -> int:
+    """Verify a bundle: signature, every digest, tar safety, providers and policy."""
+    from airgap.verify import policy as policy_rules
+    from airgap.verify import sbom as sbom_docs
+    from airgap.verify.bundle import verify_bundle
+    from airgap.verify.report import Report
+
+    trusted = load_trusted_keys(keys, no_signature)
+    rules = policy_rules.load_policy(policy) if policy else None
+    verified = verify_bundle(bundle, trusted)
+    results = policy_rules.evaluate(rules, verified.manifest) if rules and verified.manifest else []
+    report = Report(verified, results, signature_checked=trusted is not None)
+    if sbom and report.ok and verified.manifest is not None:
+        build = sbom_docs.spdx if sbom == "spdx" else sbom_docs.cyclonedx
+        click.echo(
+            json.dumps(build(verified.manifest, verified.manifest_bytes, bundle.name), indent=2)
+        )
+    elif fmt == "json":
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(report.text())
+    if not report.ok:
+        if sbom:
+            click.echo(f"airgap: error: {report.verdict()}; no SBOM written", err=True)
+        return EXIT_FAILURE
+    return 0

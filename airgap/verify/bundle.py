@@ -32,6 +32,7 @@ class VerifiedBundle:
     signer: str | None
     members: dict[str, Member]
     failures: list[Failure] = field(default_factory=list)
+    manifest_bytes: bytes = b""  # the signed bytes, exactly as in the tar
 
     @property
     def verified(self) -> bool:
@@ -74,7 +75,14 @@ def verify_bundle(path: Path, keys: list[Ed25519PublicKey] | None) -> VerifiedBu
     check the layout and providers against the verified members."""
     result = scan(path)
     signer = _check_signature(result, keys)
-    bundle = VerifiedBundle(path, result.manifest, signer, result.members, result.failures)
+    bundle = VerifiedBundle(
+        path,
+        result.manifest,
+        signer,
+        result.members,
+        result.failures,
+        result.manifest_bytes or b"",
+    )
     if result.manifest is not None:
         present = set(result.members)
         bundle.failures.extend(check_layout(result.manifest, bundle.read, present))

@@ -1,0 +1,200 @@
+"""Compliance policy over a bundle's contents (YAML, every rule optional).
+
+```yaml
+allowedRegistries: [registry.k8s.io, "quay.io/jetstack/*"]  # glob on host or host/path
+requireDigests: true            # image references must be pinned by digest
+forbiddenTags: [latest]
+requiredPlatforms: [linux/amd64, linux/arm64]   # present in every multi-arch image
+maxAge: 30d                     # s, m, h, d or w
+requiredProviderTypes: [CoreProvider, InfrastructureProvider]
+```
+Each rule yields a pass/fail result naming the offending items.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from airgap.bundle.format import BundleManifest
+from airgap.errors import SpecError
+from airgap.oci import INDEX_TYPES, platform_matches
+from airgap.providers.types import ProviderType
+from airgap.reference import parse_reference
+
+_AGE_RE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    rule: str
+    passed: bool
+    offending: list[str] = field(default_factory=list)
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "passed": self.passed,
+            "offending": self.offending,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Policy:
+    allowed_registries: tuple[str, ...] | None = None
+    require_digests: bool = False
+    forbidden_tags: tuple[str, ...] = ()
+    required_platforms: tuple[str, ...] = ()
+    max_age: timedelta | None = None
+    required_provider_types: tuple[str, ...] = ()
+
+
+_KEYS = {
+    "allowedRegistries",
+    "requireDigests",
+    "forbiddenTags",
+    "requiredPlatforms",
+    "maxAge",
+    "requiredProviderTypes",
+}
+
+
+def load_policy(path: Path) -> Policy:
+    """Parse a policy file; any mistake is a one-line SpecError naming file and key."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"cannot read policy {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise SpecError(f"{path}{where}: malformed YAML") from exc
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise SpecError(f"{path}: a policy is a mapping of rules")
+    unknown = sorted(set(document) - _KEYS)
+    if unknown:
+        raise SpecError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
+    return Policy(
+        allowed_registries=_strings(document, "allowedRegistries", path) or None
+        if "allowedRegistries" in document
+        else None,
+        require_digests=_bool(document, "requireDigests", path),
+        forbidden_tags=_strings(document, "forbiddenTags", path),
+        required_platforms=_strings(document, "requiredPlatforms", path),
+        max_age=_age(document.get("maxAge"), path),
+        required_provider_types=tuple(
+            ProviderType.parse(t).kind for t in _strings(document, "requiredProviderTypes", path)
+        ),
+    )
+
+
+def _strings(document: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
+    value = document.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{path}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _bool(document: dict[str, Any], key: str, path: Path) -> bool:
+    value = document.get(key, False)
+    if not isinstance(value, bool):
+        raise SpecError(f"{path}: {key} must be true or false")
+    return value
+
+
+def _age(value: Any, path: Path) -> timedelta | None:
+    if value is None:
+        return None
+    match = _AGE_RE.match(str(value).strip())
+    if not match:
+        raise SpecError(f"{path}: maxAge must look like 30d, 12h or 90m, not {value!r}")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def evaluate(
+    policy: Policy, manifest: BundleManifest, now: datetime | None = None
+) -> list[RuleResult]:
+    """Results for the rules the policy sets, in a stable order."""
+    rules: list[tuple[bool, Callable[[], RuleResult]]] = [
+        (policy.allowed_registries is not None, lambda: _allowed(policy, manifest)),
+        (policy.require_digests, lambda: _digests(manifest)),
+        (bool(policy.forbidden_tags), lambda: _tags(policy, manifest)),
+        (bool(policy.required_platforms), lambda: _platforms(policy, manifest)),
+        (policy.max_age is not None, lambda: _age_rule(policy, manifest, now)),
+        (bool(policy.required_provider_types), lambda: _types(policy, manifest)),
+    ]
+    return [rule() for enabled, rule in rules if enabled]
+
+
+def _result(rule: str, offending: list[str], message: str) -> RuleResult:
+    return RuleResult(rule, not offending, offending, message if offending else "")
+
+
+def _allowed(policy: Policy, manifest: BundleManifest) -> RuleResult:
+    patterns = policy.allowed_registries or ()
+    offending = []
+    for image in manifest.images:
+        ref = parse_reference(image.reference)
+        if not any(
+            fnmatch.fnmatchcase(ref.registry, p) or fnmatch.fnmatchcase(ref.name, p)
+            for p in patterns
+        ):
+            offending.append(image.reference)
+    return _result(
+        "allowedRegistries", offending, f"images from registries outside {', '.join(patterns)}"
+    )
+
+
+def _digests(manifest: BundleManifest) -> RuleResult:
+    offending = [i.reference for i in manifest.images if "@sha256:" not in i.reference]
+    return _result("requireDigests", offending, "image references not pinned by digest")
+
+
+def _tags(policy: Policy, manifest: BundleManifest) -> RuleResult:
+    offending = [
+        i.reference
+        for i in manifest.images
+        if parse_reference(i.reference).tag in policy.forbidden_tags
+    ]
+    return _result("forbiddenTags", offending, f"images tagged {', '.join(policy.forbidden_tags)}")
+
+
+def _platforms(policy: Policy, manifest: BundleManifest) -> RuleResult:
+    offending = []
+    for image in manifest.images:
+        if image.media_type not in INDEX_TYPES:
+            continue
+        missing = [
+            p
+            for p in policy.required_platforms
+            if not any(platform_matches(have, (p,)) for have in image.platforms)
+        ]
+        if missing:
+            offending.append(f"{image.reference} (missing {', '.join(missing)})")
+    return _result("requiredPlatforms", offending, "multi-arch images lacking required platforms")
+
+
+def _age_rule(policy: Policy, manifest: BundleManifest, now: datetime | None) -> RuleResult:
+    assert policy.max_age is not None
+    created = datetime.strptime(manifest.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    age = (now or datetime.now(tz=UTC)) - created
+    offending = [f"created {manifest.created}"] if age > policy.max_age else []
+    return _result("maxAge", offending, f"bundle older than {policy.max_age}")
+
+
+def _types(policy: Policy, manifest: BundleManifest) -> RuleResult:
+    present = {p.type for p in manifest.providers}
+    offending = [t for t in policy.required_provider_types if t not in present]
+    return _result("requiredProviderTypes", offending, "required provider types missing")

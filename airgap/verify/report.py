@@ -1,0 +1,121 @@
+"""The verification report: a verdict line, inventory tables, then failures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airgap.bundle.format import BundleManifest
+from airgap.textfmt import human_size, table
+from airgap.verify.bundle import VerifiedBundle
+from airgap.verify.findings import Failure
+from airgap.verify.policy import RuleResult
+
+
+@dataclass(frozen=True)
+class Report:
+    bundle: VerifiedBundle
+    policy: list[RuleResult]
+    signature_checked: bool
+
+    @property
+    def failures(self) -> list[Failure]:
+        policy_failures = [
+            Failure("policy", r.rule, f"{r.message}: {', '.join(r.offending)}")
+            for r in self.policy
+            if not r.passed
+        ]
+        return self.bundle.failures + policy_failures
+
+    @property
+    def ok(self) -> bool:
+        return self.bundle.manifest is not None and not self.failures
+
+    def verdict(self) -> str:
+        manifest = self.bundle.manifest
+        if not self.ok or manifest is None:
+            return f"Bundle NOT verified: {len(self.failures)} failure(s)"
+        signed = (
+            f"signed by {self.bundle.signer}"
+            if self.signature_checked
+            else "SIGNATURE NOT CHECKED (--no-signature): authenticity unknown"
+        )
+        return (
+            f"Bundle verified: {signed}, {len(manifest.providers)} providers, "
+            f"{len(manifest.images)} images, {human_size(manifest.total_size)}"
+        )
+
+    def text(self) -> str:
+        parts = [self.verdict()]
+        manifest = self.bundle.manifest
+        if manifest is not None:
+            parts.append(inventory_tables(manifest))
+        if self.policy:
+            parts.append(
+                table(
+                    ["POLICY RULE", "RESULT"],
+                    [[r.rule, "pass" if r.passed else "FAIL"] for r in self.policy],
+                )
+            )
+        if self.failures:
+            parts.append("Failures:\n" + "\n".join(f"  {f}" for f in self.failures))
+        return "\n\n".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        manifest = self.bundle.manifest
+        inventory = inventory_json(manifest) if manifest else {"providers": [], "images": []}
+        return {
+            "bundle": str(self.bundle.path),
+            "verified": self.ok,
+            "signature": self.bundle.signer,
+            "signatureChecked": self.signature_checked,
+            **inventory,
+            "failures": [f.to_json() for f in self.failures],
+            "policy": [r.to_json() for r in self.policy],
+        }
+
+
+def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
+    """Providers and images as ``inspect --format json`` and the verify report show them."""
+    return {
+        "formatVersion": manifest.format_version,
+        "created": manifest.created,
+        "toolVersion": manifest.tool_version,
+        "size": manifest.total_size,
+        "providers": [
+            {
+                "name": p.name,
+                "type": p.type,
+                "version": p.version,
+                "contract": p.contract,
+                "source": p.source,
+                "images": p.images,
+            }
+            for p in manifest.providers
+        ],
+        "images": [
+            {
+                "reference": i.reference,
+                "digest": i.digest,
+                "mediaType": i.media_type,
+                "platforms": i.platforms,
+                "size": i.size,
+            }
+            for i in manifest.images
+        ],
+    }
+
+
+def inventory_tables(manifest: BundleManifest) -> str:
+    providers = table(
+        ["PROVIDER", "TYPE", "VERSION", "CONTRACT"],
+        [[p.name, p.type, p.version, p.contract] for p in manifest.providers],
+    )
+    images = table(
+        ["IMAGE", "DIGEST", "PLATFORMS", "SIZE"],
+        [
+            [i.reference, i.digest, ",".join(i.platforms) or "-", human_size(i.size)]
+            for i in manifest.images
+        ],
+    )
+    return f"{providers}\n\n{images}"

@@ -1,0 +1,130 @@
+"""Inventory documents for compliance tooling: SPDX 2.3 JSON and CycloneDX 1.5 JSON.
+
+Images become packages identified by ``pkg:oci`` purls (digest in the version, as the
+purl spec has it: ``pkg:oci/NAME@sha256%3AHEX?repository_url=...&tag=...``); provider
+files become files with their sha256. Output is deterministic for a given bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+from urllib.parse import quote
+
+from airgap import __version__
+from airgap.bundle.format import BundleManifest, FileRecord, ImageRecord
+from airgap.reference import parse_reference
+
+
+def image_purl(image: ImageRecord) -> str:
+    ref = parse_reference(image.reference)
+    name = ref.repository.rsplit("/", 1)[-1].lower()
+    qualifiers = [f"repository_url={quote(ref.name, safe='/:')}"]
+    if ref.tag:
+        qualifiers.append(f"tag={quote(ref.tag, safe='')}")
+    return f"pkg:oci/{name}@{quote(image.digest, safe='')}?{'&'.join(qualifiers)}"
+
+
+def _provider_files(manifest: BundleManifest) -> list[FileRecord]:
+    wanted = {path for p in manifest.providers for path in (p.metadata, p.components)}
+    return [f for f in manifest.files if f.path in wanted]
+
+
+def _document_id(manifest_bytes: bytes) -> str:
+    return hashlib.sha256(manifest_bytes).hexdigest()
+
+
+def spdx(manifest: BundleManifest, manifest_bytes: bytes, name: str) -> dict[str, Any]:
+    doc_id = _document_id(manifest_bytes)
+    packages = []
+    for number, image in enumerate(manifest.images, 1):
+        ref = parse_reference(image.reference)
+        packages.append(
+            {
+                "SPDXID": f"SPDXRef-Image-{number}",
+                "name": ref.name,
+                "versionInfo": ref.tag or image.digest,
+                "downloadLocation": "NOASSERTION",
+                "filesAnalyzed": False,
+                "primaryPackagePurpose": "CONTAINER",
+                "checksums": [
+                    {"algorithm": "SHA256", "checksumValue": image.digest.split(":", 1)[1]}
+                ],
+                "externalRefs": [
+                    {
+                        "referenceCategory": "PACKAGE-MANAGER",
+                        "referenceType": "purl",
+                        "referenceLocator": image_purl(image),
+                    }
+                ],
+            }
+        )
+    files = [
+        {
+            "SPDXID": f"SPDXRef-File-{number}",
+            "fileName": f"./{record.path}",
+            "checksums": [{"algorithm": "SHA256", "checksumValue": record.sha256}],
+        }
+        for number, record in enumerate(_provider_files(manifest), 1)
+    ]
+    described = [p["SPDXID"] for p in packages] + [f["SPDXID"] for f in files]
+    return {
+        "spdxVersion": "SPDX-2.3",
+        "dataLicense": "CC0-1.0",
+        "SPDXID": "SPDXRef-DOCUMENT",
+        "name": name,
+        "documentNamespace": f"https://airgap.invalid/spdx/{name}-{doc_id}",
+        "creationInfo": {"created": manifest.created, "creators": [f"Tool: airgap-{__version__}"]},
+        "packages": packages,
+        "files": files,
+        "relationships": [
+            {
+                "spdxElementId": "SPDXRef-DOCUMENT",
+                "relationshipType": "DESCRIBES",
+                "relatedSpdxElement": element,
+            }
+            for element in described
+        ],
+    }
+
+
+def cyclonedx(manifest: BundleManifest, manifest_bytes: bytes, name: str) -> dict[str, Any]:
+    doc_id = _document_id(manifest_bytes)
+    components: list[dict[str, Any]] = []
+    for image in manifest.images:
+        ref = parse_reference(image.reference)
+        purl = image_purl(image)
+        components.append(
+            {
+                "type": "container",
+                "bom-ref": purl,
+                "name": ref.name,
+                "version": ref.tag or image.digest,
+                "purl": purl,
+                "hashes": [{"alg": "SHA-256", "content": image.digest.split(":", 1)[1]}],
+            }
+        )
+    for record in _provider_files(manifest):
+        components.append(
+            {
+                "type": "file",
+                "bom-ref": f"file:{record.path}",
+                "name": record.path,
+                "hashes": [{"alg": "SHA-256", "content": record.sha256}],
+            }
+        )
+    return {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "serialNumber": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, 'airgap:' + doc_id)}",
+        "version": 1,
+        "metadata": {
+            "timestamp": manifest.created,
+            "tools": {
+                "components": [{"type": "application", "name": "airgap", "version": __version__}]
+            },
+            "component": {"type": "application", "name": name, "bom-ref": f"bundle:{doc_id}"},
+        },
+        "components": components,
+    }
