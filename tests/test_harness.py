@@ -275,6 +275,7 @@ def test_fault_proxy_injects_503_once_then_forwards(
         assert second.status_code == 200
         assert second.headers["Docker-Distribution-API-Version"] == "registry/2.0"
     assert proxy.requests == [("GET", "/v2/", 503), ("GET", "/v2/", 200)]
+    assert proxy.connections_accepted == 1  # the 503 did not break keep-alive
     assert proxy.pending_faults == []
 
 
@@ -335,8 +336,14 @@ def test_fault_proxy_with_skopeo_and_tls_upstream(
             headers={"Accept": image.media_type},
             auth=(USERNAME, PASSWORD),
         )
-    assert response.status_code == 200
-    assert skopeo.digest_of(response.content) == image.digest
+        assert response.status_code == 200
+        assert skopeo.digest_of(response.content) == image.digest
+        # The registry answers 401 before reading a big unauthenticated body and hangs up;
+        # the proxy must relay that answer rather than turn it into a 502.
+        early = client.patch(
+            f"{proxy.url}/v2/{image.repository}/blobs/uploads/x", content=b"\0" * (4 << 20)
+        )
+        assert early.status_code == 401
 
     proxy.inject("GET", r"/manifests/", status=503, headers={"Retry-After": "1"})
     with pytest.raises(skopeo.SkopeoError):

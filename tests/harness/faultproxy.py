@@ -94,6 +94,8 @@ class FaultProxy:
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        # Client connections accepted so far: lets tests check keep-alive reuse.
+        self.connections_accepted = 0
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -219,6 +221,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             super().setup()
             with proxy._lock:
                 proxy._connections.add(self.connection)
+                proxy.connections_accepted += 1
 
         def finish(self) -> None:
             with proxy._lock:
@@ -360,13 +363,19 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 if chunked:
                     upstream.putheader("Transfer-Encoding", "chunked")
                 upstream.endheaders()
-                for data in self._body_chunks():
+                try:
+                    for data in self._body_chunks():
+                        if chunked:
+                            upstream.send(b"%x\r\n" % len(data) + data + b"\r\n")
+                        else:
+                            upstream.send(data)
                     if chunked:
-                        upstream.send(b"%x\r\n" % len(data) + data + b"\r\n")
-                    else:
-                        upstream.send(data)
-                if chunked:
-                    upstream.send(b"0\r\n\r\n")
+                        upstream.send(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    # The registry may answer early (e.g. 401 to an unauthenticated upload)
+                    # and stop reading; relay that answer if it arrived. The client's body
+                    # is only partly read, so this connection cannot be reused.
+                    self.close_connection = True
                 response = upstream.getresponse()
                 self._record_index = proxy._record(method, path, response.status)
                 self._relay(response)

@@ -16,6 +16,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -109,6 +110,7 @@ class RegistryServer:
         self.ca_file: Path | None = None
         self.cert_dir: Path | None = None
         self._extra_config = extra_config or {}
+        self._instance_id = secrets.token_hex(8)
         self._process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.host = ""
@@ -151,7 +153,12 @@ class RegistryServer:
                 "addr": f"127.0.0.1:{port}",
                 # Without a fixed secret each process invents one and logs a warning.
                 "secret": secrets.token_hex(16),
-                "headers": {"X-Content-Type-Options": ["nosniff"]},
+                # A per-instance marker lets the readiness probe tell *our* process from
+                # whatever else may have grabbed the port in the meantime.
+                "headers": {
+                    "X-Content-Type-Options": ["nosniff"],
+                    "X-Airgap-Test-Registry": [self._instance_id],
+                },
             },
         }
         if self.scheme == "https":
@@ -196,7 +203,10 @@ class RegistryServer:
                     stderr=subprocess.STDOUT,
                     env=env,
                     cwd=self.directory,
-                    preexec_fn=_die_with_parent,
+                    # PDEATHSIG fires when the *thread* that forked exits: main thread only.
+                    preexec_fn=_die_with_parent
+                    if threading.current_thread() is threading.main_thread()
+                    else None,
                 )
             try:
                 self._wait_ready()
@@ -218,7 +228,10 @@ class RegistryServer:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
         try:
             conn.request("GET", "/v2/")
-            return conn.getresponse().status
+            response = conn.getresponse()
+            if response.getheader("X-Airgap-Test-Registry") != self._instance_id:
+                return None
+            return response.status
         except (OSError, http.client.HTTPException):
             return None
         finally:
