@@ -1,0 +1,355 @@
+"""The bundle spec: which providers, images, platforms and registry settings to collect.
+
+The spec is hand-written YAML, so every mistake is reported as ONE line that names the
+file, the key path and the line (``spec.yaml:7: providers[1].version: ...``): a collect
+can run for an hour and must not start on a typo. Unknown keys are errors, not
+warnings, because a misspelt ``plainHttp`` silently ignored would send traffic over TLS
+to a plain-HTTP registry (or the reverse) far from where the typo is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from airgap.errors import InputError, SpecError
+from airgap.providers.types import ProviderType
+from airgap.reference import parse_reference
+
+LATEST = "latest"
+
+_NULL_TAG = "tag:yaml.org,2002:null"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_STR_TAG = "tag:yaml.org,2002:str"
+_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PLATFORM_RE = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(?:/[a-z0-9]+)?$")
+_HOST_RE = re.compile(
+    r"^(?:\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*)(?::[0-9]+)?$"
+)
+_DOCKER_HUB_ALIASES = {"index.docker.io": "docker.io", "registry-1.docker.io": "docker.io"}
+
+_TOP_KEYS = ("providers", "images", "platforms", "registries")
+_PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile")
+_REGISTRY_KEYS = ("mirror", "caFile", "plainHTTP", "skipTLSVerify")
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One provider to collect; ``url`` None means the built-in table must know it."""
+
+    name: str
+    type: ProviderType
+    version: str
+    url: str | None = None
+    components_file: str | None = None
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """How to reach one source registry host (``caFile`` already made absolute)."""
+
+    mirror: str | None = None
+    ca_file: str | None = None
+    plain_http: bool = False
+    skip_tls_verify: bool = False
+
+
+@dataclass(frozen=True)
+class BundleSpec:
+    """A validated spec; images are normalised (``nginx`` -> ``docker.io/library/...``)."""
+
+    providers: tuple[ProviderSpec, ...] = ()
+    images: tuple[str, ...] = ()
+    platforms: tuple[str, ...] | None = None
+    registries: dict[str, RegistrySettings] = field(default_factory=dict)
+
+
+def load_spec(path: Path) -> BundleSpec:
+    """Read, parse and validate a spec file; raise SpecError with a one-line message."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: spec file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read spec file ({exc.__class__.__name__})") from None
+    return parse_spec(text, path)
+
+
+def parse_spec(text: str, path: Path) -> BundleSpec:
+    """Validate spec ``text``; ``path`` names it in messages and anchors relative caFiles."""
+    return _SpecReader(path).read(text)
+
+
+class _SpecReader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.base_dir = path.parent
+
+    def error(self, node: Node | None, key: str, message: str) -> SpecError:
+        line = f":{node.start_mark.line + 1}" if node is not None else ""
+        where = f" {key}:" if key else ""
+        return SpecError(f"{self.path}{line}:{where} {message}")
+
+    def read(self, text: str) -> BundleSpec:
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            raise self._yaml_error(exc) from None
+        if root is None or (isinstance(root, ScalarNode) and root.tag == _NULL_TAG):
+            raise SpecError(f"{self.path}: spec is empty: list providers and/or images")
+        top = self.mapping(root, "", _TOP_KEYS)
+        providers = self.providers(top.get("providers"))
+        images = self.images(top.get("images"))
+        if not providers and not images:
+            raise self.error(root, "", "nothing to collect: list providers and/or images")
+        return BundleSpec(
+            providers=providers,
+            images=images,
+            platforms=self.platforms(top.get("platforms")),
+            registries=self.registries(top.get("registries")),
+        )
+
+    # --- sections -------------------------------------------------------------------
+
+    def providers(self, entry: tuple[Node, Node] | None) -> tuple[ProviderSpec, ...]:
+        if entry is None or _is_null(entry[1]):
+            return ()
+        result: list[ProviderSpec] = []
+        first_at: dict[tuple[str, ProviderType], int] = {}
+        for index, node in enumerate(self.sequence(entry[1], "providers")):
+            where = f"providers[{index}]"
+            keys = self.mapping(node, where, _PROVIDER_KEYS)
+            name = self.required_string(node, keys, where, "name")
+            if not _NAME_RE.match(name):
+                raise self.error(
+                    keys["name"][1],
+                    f"{where}.name",
+                    f"invalid provider name {name!r} (lower-case letters, digits and '-')",
+                )
+            type_text = self.required_string(node, keys, where, "type")
+            try:
+                ptype = ProviderType.parse(type_text)
+            except InputError as exc:
+                raise self.error(keys["type"][1], f"{where}.type", str(exc)) from None
+            version = self.required_string(node, keys, where, "version")
+            if not _VERSION_RE.match(version):
+                raise self.error(
+                    keys["version"][1],
+                    f"{where}.version",
+                    f"invalid version {version!r} (expected {LATEST!r} or a tag like v1.9.4)",
+                )
+            url = self.optional_string(keys, where, "url", _check_url)
+            components = self.optional_string(keys, where, "componentsFile", _check_filename)
+            identity = (name, ptype)
+            if identity in first_at:
+                raise self.error(
+                    node,
+                    where,
+                    f"duplicate provider {name} of type {ptype.kind} "
+                    f"(already at providers[{first_at[identity]}])",
+                )
+            first_at[identity] = index
+            result.append(
+                ProviderSpec(
+                    name=name, type=ptype, version=version, url=url, components_file=components
+                )
+            )
+        return tuple(result)
+
+    def images(self, entry: tuple[Node, Node] | None) -> tuple[str, ...]:
+        if entry is None or _is_null(entry[1]):
+            return ()
+        images: list[str] = []
+        for index, node in enumerate(self.sequence(entry[1], "images")):
+            key = f"images[{index}]"
+            text = self.string(node, key)
+            try:
+                image = str(parse_reference(text))
+            except InputError as exc:
+                raise self.error(node, key, str(exc)) from None
+            if image not in images:
+                images.append(image)
+        return tuple(images)
+
+    def platforms(self, entry: tuple[Node, Node] | None) -> tuple[str, ...] | None:
+        if entry is None or _is_null(entry[1]):
+            return None
+        nodes = self.sequence(entry[1], "platforms")
+        if not nodes:
+            raise self.error(entry[1], "platforms", "empty list: omit the key for all platforms")
+        platforms: list[str] = []
+        for index, node in enumerate(nodes):
+            key = f"platforms[{index}]"
+            text = self.string(node, key)
+            if not _PLATFORM_RE.match(text):
+                raise self.error(
+                    node, key, f"invalid platform {text!r} (expected os/arch[/variant])"
+                )
+            if text not in platforms:
+                platforms.append(text)
+        return tuple(platforms)
+
+    def registries(self, entry: tuple[Node, Node] | None) -> dict[str, RegistrySettings]:
+        if entry is None or _is_null(entry[1]):
+            return {}
+        result: dict[str, RegistrySettings] = {}
+        for host_text, (host_node, node) in self.mapping(entry[1], "registries", None).items():
+            where = f"registries.{host_text}"
+            if not _HOST_RE.match(host_text):
+                raise self.error(host_node, where, f"invalid registry host {host_text!r}")
+            host = _DOCKER_HUB_ALIASES.get(host_text.lower(), host_text.lower())
+            if host in result:
+                raise self.error(host_node, where, f"registry {host} is listed twice")
+            keys = self.mapping(node, where, _REGISTRY_KEYS) if not _is_null(node) else {}
+            ca_file = self.optional_string(keys, where, "caFile", None)
+            if ca_file is not None:
+                ca_path = Path(ca_file).expanduser()
+                if not ca_path.is_absolute():
+                    ca_path = self.base_dir / ca_path
+                if not ca_path.is_file():
+                    raise self.error(
+                        keys["caFile"][1], f"{where}.caFile", f"CA file {ca_path} not found"
+                    )
+                ca_file = str(ca_path.resolve())
+            result[host] = RegistrySettings(
+                mirror=self.optional_string(keys, where, "mirror", _check_mirror),
+                ca_file=ca_file,
+                plain_http=self.boolean(keys, where, "plainHTTP"),
+                skip_tls_verify=self.boolean(keys, where, "skipTLSVerify"),
+            )
+        return result
+
+    # --- node helpers ---------------------------------------------------------------
+
+    def mapping(
+        self, node: Node, where: str, allowed: tuple[str, ...] | None
+    ) -> dict[str, tuple[Node, Node]]:
+        """Keys of a mapping node (with key and value nodes); unknown keys are errors."""
+        if not isinstance(node, MappingNode):
+            raise self.error(node, where, f"must be a mapping, not {_describe(node)}")
+        result: dict[str, tuple[Node, Node]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _NULL_TAG:
+                raise self.error(key_node, where, "keys must be strings")
+            key = key_node.value
+            path = f"{where}.{key}" if where else key
+            if allowed is not None and key not in allowed:
+                raise self.error(
+                    key_node, path, f"unknown key {key!r} (allowed: {', '.join(allowed)})"
+                )
+            if key in result:
+                raise self.error(key_node, path, "duplicate key")
+            result[key] = (key_node, value_node)
+        return result
+
+    def sequence(self, node: Node, where: str) -> list[Node]:
+        if not isinstance(node, SequenceNode):
+            raise self.error(node, where, f"must be a list, not {_describe(node)}")
+        return list(node.value)
+
+    def string(self, node: Node, where: str) -> str:
+        """A scalar's text as written: ``1.10`` stays ``1.10``, never the float 1.1."""
+        if not isinstance(node, ScalarNode) or node.tag in (_NULL_TAG, _BOOL_TAG):
+            raise self.error(node, where, f"must be a string, not {_describe(node)}")
+        text = str(node.value).strip()
+        if not text:
+            raise self.error(node, where, "must not be empty")
+        return text
+
+    def required_string(
+        self, parent: Node, keys: dict[str, tuple[Node, Node]], where: str, key: str
+    ) -> str:
+        entry = keys.get(key)
+        if entry is None or _is_null(entry[1]):
+            raise self.error(
+                entry[1] if entry else parent, f"{where}.{key}", "missing required key"
+            )
+        return self.string(entry[1], f"{where}.{key}")
+
+    def optional_string(
+        self,
+        keys: dict[str, tuple[Node, Node]],
+        where: str,
+        key: str,
+        check: Callable[[str], str | None] | None,
+    ) -> str | None:
+        entry = keys.get(key)
+        if entry is None or _is_null(entry[1]):
+            return None
+        text = self.string(entry[1], f"{where}.{key}")
+        problem = check(text) if check else None
+        if problem:
+            raise self.error(entry[1], f"{where}.{key}", problem)
+        return text
+
+    def boolean(self, keys: dict[str, tuple[Node, Node]], where: str, key: str) -> bool:
+        entry = keys.get(key)
+        if entry is None or _is_null(entry[1]):
+            return False
+        node = entry[1]
+        if not isinstance(node, ScalarNode) or node.tag != _BOOL_TAG:
+            raise self.error(node, f"{where}.{key}", f"must be true or false, not {node.value!r}")
+        return str(node.value).lower() in ("true", "yes", "on", "y")
+
+    def _yaml_error(self, exc: yaml.YAMLError) -> SpecError:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        if mark is None:
+            return SpecError(f"{self.path}: malformed YAML: {problem}")
+        return SpecError(
+            f"{self.path}:{mark.line + 1}:{mark.column + 1}: malformed YAML: {problem}"
+        )
+
+
+def _is_null(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.tag == _NULL_TAG
+
+
+def _describe(node: Node) -> str:
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    if isinstance(node, ScalarNode):
+        if node.tag == _NULL_TAG:
+            return "empty"
+        if node.tag == _STR_TAG:
+            return f"{node.value!r}"
+        return f"{node.tag.rsplit(':', 1)[-1]} {node.value!r}"
+    return "an unknown node"
+
+
+def _check_url(text: str) -> str | None:
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https", "file"):
+        return f"unsupported URL {text!r} (use https://, http:// or file://)"
+    if parts.scheme.lower() != "file" and not parts.hostname:
+        return f"URL {text!r} has no host"
+    return None
+
+
+def _check_filename(text: str) -> str | None:
+    if not _FILENAME_RE.match(text):
+        return f"invalid file name {text!r} (a release file name, no directories)"
+    return None
+
+
+def _check_mirror(text: str) -> str | None:
+    host = text.split("/", 1)[0]
+    problem = f"invalid mirror {text!r} (expected HOST[:PORT][/PATH])"
+    if not _HOST_RE.match(host) or ("." not in host and ":" not in host and host != "localhost"):
+        return problem
+    try:
+        ref = parse_reference(f"{text.rstrip('/')}/probe")
+    except InputError:
+        return problem
+    return None if ref.registry == host else problem

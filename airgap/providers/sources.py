@@ -1,0 +1,499 @@
+"""Where provider releases come from: GitHub releases, plain HTTP directories, file://.
+
+A provider URL in a spec is the same URL a user would put in clusterctl.yaml, so it is
+interpreted the way clusterctl interprets it: ``https://HOST/OWNER/REPO/releases`` is a
+GitHub (or GitHub Enterprise) repository read through the releases API, ``file://`` is a
+clusterctl local repository, and any other http(s) URL is a directory laid out as
+``URL/VERSION/FILE``. Every source streams files to disk (temp file + rename) so that a
+half-written components file can never be mistaken for a complete one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+from urllib.parse import unquote, urlsplit
+from urllib.request import url2pathname
+
+import httpx
+
+from airgap.errors import AirgapError, HTTPStatusError, InputError, NotFoundError
+from airgap.http import redact_url, send, status_error, stream_get, with_retries
+from airgap.providers.semver import highest
+
+LATEST = "latest"
+GITHUB_API = "https://api.github.com"
+GITHUB_API_VERSION = "2022-11-28"
+# A guard against a server whose "next" links never end; 1000 pages of 100 releases.
+MAX_RELEASE_PAGES = 1000
+
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_GITHUB_PATH_RE = re.compile(r"^/(?P<owner>[^/]+)/(?P<repo>[^/]+)/releases(?:/(?P<rest>.*))?$")
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+class ReleaseSource(Protocol):
+    """A place provider releases can be read from.
+
+    ``pinned_version`` and ``pinned_file`` are set when the URL itself names a release
+    file the way clusterctl URLs do (``.../VERSION/infrastructure-components.yaml``).
+    """
+
+    @property
+    def url(self) -> str:
+        """The source URL without credentials, for messages and bundle records."""
+        ...
+
+    @property
+    def pinned_version(self) -> str | None: ...
+
+    @property
+    def pinned_file(self) -> str | None: ...
+
+    def resolve_version(self, version: str) -> str:
+        """Turn ``latest`` into a concrete version; check any other version's syntax."""
+        ...
+
+    def fetch(self, version: str, filename: str, dest: Path) -> None:
+        """Stream release file ``filename`` of ``version`` to ``dest`` (atomically)."""
+        ...
+
+
+def source_for(
+    url: str, client: httpx.Client, env: Mapping[str, str] | None = None
+) -> ReleaseSource:
+    """The release source a provider URL stands for.
+
+    ``env`` defaults to the process environment (``GITHUB_TOKEN``, ``GITHUB_API_URL``).
+    """
+    environment = os.environ if env is None else env
+    text = url.strip()
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        return LocalRepositorySource(text)
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(
+            f"unsupported provider URL {redact_url(text)!r}: "
+            "use https://HOST/OWNER/REPO/releases, an http(s) directory or file:///PATH"
+        )
+    match = _GITHUB_PATH_RE.match(parts.path.rstrip("/"))
+    if match:
+        return GitHubSource.from_url(text, match, client, environment)
+    return HTTPDirectorySource(text, client)
+
+
+def check_version(version: str, where: str) -> str:
+    """A version becomes a directory name and a URL segment: refuse anything path-like."""
+    if not _VERSION_RE.match(version) or version in (".", ".."):
+        raise InputError(f"{where}: invalid version {version!r}")
+    return version
+
+
+def check_filename(filename: str, where: str) -> str:
+    """Release file names are single path segments; refuse separators and dot-dirs."""
+    if not _FILENAME_RE.match(filename):
+        raise InputError(f"{where}: invalid release file name {filename!r}")
+    return filename
+
+
+class GitHubSource:
+    """Releases of a GitHub or GitHub Enterprise repository, read through the REST API.
+
+    The API (not the web download URLs) is used so that "latest" can be resolved, drafts
+    and pre-releases skipped, and ``GITHUB_TOKEN`` applied to raise the rate limit. The
+    token goes to the API origin only; asset downloads redirect to another host
+    (objects.githubusercontent.com), and httpx drops Authorization on such redirects.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        owner: str,
+        repo: str,
+        api_base: str,
+        client: httpx.Client,
+        token: str | None = None,
+        pinned_version: str | None = None,
+        pinned_file: str | None = None,
+    ) -> None:
+        self._url = url
+        self.owner = owner
+        self.repo = repo
+        self.api_base = api_base.rstrip("/")
+        self._client = client
+        self._token = token
+        self._pinned_version = pinned_version
+        self._pinned_file = pinned_file
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        match: re.Match[str],
+        client: httpx.Client,
+        env: Mapping[str, str],
+    ) -> GitHubSource:
+        parts = urlsplit(url)
+        owner, repo = unquote(match.group("owner")), unquote(match.group("repo"))
+        pinned_version, pinned_file = _github_pinned(match.group("rest") or "", url)
+        host = (parts.hostname or "").lower()
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+        base_url = f"{parts.scheme.lower()}://{netloc}/{owner}/{repo}/releases"
+        override = env.get("GITHUB_API_URL", "").strip()
+        if override:
+            api_base = override
+        elif host in ("github.com", "www.github.com"):
+            api_base = GITHUB_API
+        else:  # GitHub Enterprise serves its API under /api/v3 on the same host
+            api_base = f"{parts.scheme.lower()}://{netloc}/api/v3"
+        token = env.get("GITHUB_TOKEN", "").strip() or None
+        return cls(
+            url=base_url,
+            owner=owner,
+            repo=repo,
+            api_base=api_base,
+            client=client,
+            token=token,
+            pinned_version=pinned_version,
+            pinned_file=pinned_file,
+        )
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def pinned_version(self) -> str | None:
+        return self._pinned_version
+
+    @property
+    def pinned_file(self) -> str | None:
+        return self._pinned_file
+
+    def list_releases(self) -> list[dict[str, Any]]:
+        """All releases, following ``Link: rel="next"`` pagination."""
+        next_url: str | None = f"{self._repo_api()}/releases?per_page=100"
+        seen: set[str] = set()
+        releases: list[dict[str, Any]] = []
+        while next_url and next_url not in seen and len(seen) < MAX_RELEASE_PAGES:
+            seen.add(next_url)
+            response = self._api_get(next_url, f"list releases of {self.url}")
+            page = _json(response, f"list releases of {self.url}")
+            if not isinstance(page, list):
+                raise AirgapError(
+                    f"list releases of {self.url}: GET {redact_url(next_url)}: "
+                    "expected a JSON list of releases"
+                )
+            releases.extend(item for item in page if isinstance(item, dict))
+            link = response.links.get("next", {}).get("url")
+            next_url = str(response.url.join(link)) if link else None
+        return releases
+
+    def resolve_version(self, version: str) -> str:
+        if version != LATEST:
+            return check_version(version, self.url)
+        tags = [
+            release["tag_name"]
+            for release in self.list_releases()
+            if isinstance(release.get("tag_name"), str)
+            and not release.get("draft")
+            and not release.get("prerelease")
+        ]
+        best = highest(tags)
+        if best is None:
+            raise AirgapError(
+                f"{self.url}: no release is a semantic version that is neither "
+                "a draft nor a pre-release; give an exact version"
+            )
+        return best
+
+    def fetch(self, version: str, filename: str, dest: Path) -> None:
+        check_version(version, self.url)
+        check_filename(filename, self.url)
+        what = f"release {version} of {self.url}"
+        release_url = f"{self._repo_api()}/releases/tags/{version}"
+        try:
+            release = _json(self._api_get(release_url, what), what)
+        except NotFoundError as exc:
+            raise NotFoundError(f"release {version} not found: {exc}", exc.status) from None
+        assets = release.get("assets") if isinstance(release, dict) else None
+        names: list[str] = []
+        for asset in assets if isinstance(assets, list) else []:
+            if not isinstance(asset, dict):
+                continue
+            names.append(str(asset.get("name")))
+            if asset.get("name") == filename and isinstance(asset.get("url"), str):
+                headers = self._headers(asset["url"])
+                headers["Accept"] = "application/octet-stream"
+                download(
+                    self._client,
+                    asset["url"],
+                    dest,
+                    what=f"download {filename} of {what}",
+                    headers=headers,
+                )
+                return
+        listing = ", ".join(sorted(names)) or "none"
+        raise NotFoundError(
+            f"{what} has no file {filename} (GET {redact_url(release_url)}; files: {listing})",
+            404,
+        )
+
+    def _repo_api(self) -> str:
+        return f"{self.api_base}/repos/{self.owner}/{self.repo}"
+
+    def _headers(self, url: str) -> dict[str, str]:
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": GITHUB_API_VERSION,
+        }
+        if self._token and _same_origin(url, self.api_base):
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def _api_get(self, url: str, what: str) -> httpx.Response:
+        client = self._client
+        response = send(
+            client, lambda: client.build_request("GET", url, headers=self._headers(url))
+        )
+        status = response.status_code
+        if status < 400:
+            return response
+        if status in (403, 429) and response.headers.get("x-ratelimit-remaining") == "0":
+            raise HTTPStatusError(
+                f"{what}: GET {redact_url(url)}: HTTP {status} GitHub API rate limit exceeded "
+                "(set GITHUB_TOKEN to raise it)",
+                status,
+            )
+        raise status_error(response, what)
+
+
+class HTTPDirectorySource:
+    """A plain web directory laid out ``URL/VERSION/FILE`` (an internal mirror, say).
+
+    It cannot list its versions, so ``latest`` cannot be resolved here.
+    """
+
+    def __init__(self, url: str, client: httpx.Client) -> None:
+        self._client = client
+        base = url.strip().rstrip("/")
+        self._pinned_version: str | None = None
+        self._pinned_file: str | None = None
+        # Accept a clusterctl-style file URL: BASE/VERSION/FILE.yaml
+        head, _, last = base.rpartition("/")
+        parent_head, _, parent = head.rpartition("/")
+        if (
+            last.endswith(_YAML_SUFFIXES)
+            and _VERSION_RE.match(parent)
+            and urlsplit(parent_head).path not in ("", "/")
+        ):
+            base, self._pinned_version, self._pinned_file = parent_head, unquote(parent), last
+        self._base = base
+        self._url = redact_url(base)
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def pinned_version(self) -> str | None:
+        return self._pinned_version
+
+    @property
+    def pinned_file(self) -> str | None:
+        return self._pinned_file
+
+    def resolve_version(self, version: str) -> str:
+        if version == LATEST:
+            raise InputError(
+                f"{self.url}: cannot resolve version 'latest' from a plain HTTP directory; "
+                "give an exact version, or use a GitHub releases or file:// source"
+            )
+        return check_version(version, self.url)
+
+    def fetch(self, version: str, filename: str, dest: Path) -> None:
+        check_version(version, self.url)
+        check_filename(filename, self.url)
+        download(
+            self._client,
+            f"{self._base}/{version}/{filename}",
+            dest,
+            what=f"download {filename} of release {version} from {self.url}",
+        )
+
+
+class LocalRepositorySource:
+    """A clusterctl local repository: ``file://BASE/LABEL`` holding ``VERSION/FILE``.
+
+    Also accepts the full clusterctl URL ``file://BASE/LABEL/VERSION/FILE``, which pins
+    version and components file name. Missing directories or files raise NotFoundError,
+    like a 404 from a remote source, so callers handle all sources alike.
+    """
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url.strip())
+        if parts.netloc not in ("", "localhost"):
+            raise InputError(
+                f"file URL {url!r} names host {parts.netloc!r}: use file:///ABSOLUTE/PATH"
+            )
+        path = Path(url2pathname(unquote(parts.path)))
+        if not path.is_absolute():
+            raise InputError(f"file URL {url!r} is not absolute: use file:///ABSOLUTE/PATH")
+        self._pinned_version: str | None = None
+        self._pinned_file: str | None = None
+        if path.name.endswith(_YAML_SUFFIXES) and not path.is_dir():
+            self._pinned_version, self._pinned_file = path.parent.name, path.name
+            path = path.parent.parent
+        self.root = path
+        self._url = path.as_uri()
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def pinned_version(self) -> str | None:
+        return self._pinned_version
+
+    @property
+    def pinned_file(self) -> str | None:
+        return self._pinned_file
+
+    def versions(self) -> list[str]:
+        """The version directories of this repository."""
+        if not self.root.is_dir():
+            raise NotFoundError(f"{self.url}: local repository directory does not exist", 404)
+        return sorted(child.name for child in self.root.iterdir() if child.is_dir())
+
+    def resolve_version(self, version: str) -> str:
+        if version != LATEST:
+            return check_version(version, self.url)
+        best = highest(self.versions())
+        if best is None:
+            raise AirgapError(
+                f"{self.url}: no version directory is a semantic version that is not a "
+                "pre-release; give an exact version"
+            )
+        return best
+
+    def fetch(self, version: str, filename: str, dest: Path) -> None:
+        check_version(version, self.url)
+        check_filename(filename, self.url)
+        source = self.root / version / filename
+        try:
+            reader = source.open("rb")
+        except FileNotFoundError:
+            raise NotFoundError(
+                f"{self.url}: release {version} has no file {filename} ({source} not found)",
+                404,
+            ) from None
+        except OSError as exc:
+            raise AirgapError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        with reader:
+            write_atomically(dest, _copy_from(reader))
+
+
+def _copy_from(reader: BinaryIO, chunk_size: int = 1 << 20) -> Iterable[bytes]:
+    while chunk := reader.read(chunk_size):
+        yield chunk
+
+
+class _Final(Exception):
+    """Carries an error that must not be retried again through ``with_retries``."""
+
+    def __init__(self, error: AirgapError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def download(
+    client: httpx.Client,
+    url: str,
+    dest: Path,
+    *,
+    what: str,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Stream ``url`` into ``dest`` atomically, restarting if the body is cut off.
+
+    Connection set-up and retryable statuses are already retried inside ``stream_get``;
+    only a transfer that breaks mid-body is started again here.
+    """
+
+    def attempt() -> None:
+        with ExitStack() as stack:
+            try:
+                response = stack.enter_context(stream_get(client, url, what=what, headers=headers))
+            except AirgapError as exc:
+                raise _Final(exc) from None
+            if response.is_redirect:  # a client built without follow_redirects
+                raise _Final(
+                    AirgapError(
+                        f"{what}: GET {redact_url(url)}: unexpected redirect "
+                        f"(HTTP {response.status_code}); the HTTP client must follow redirects"
+                    )
+                )
+            write_atomically(dest, response.iter_bytes())
+
+    try:
+        with_retries(attempt, what=f"{what}: GET {redact_url(url)}")
+    except _Final as final:
+        raise final.error from None
+
+
+def write_atomically(dest: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to a temp file next to ``dest`` and rename it into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        temp.replace(dest)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _github_pinned(rest: str, url: str) -> tuple[str | None, str | None]:
+    """Version and file named by a clusterctl-style GitHub URL after ``/releases``."""
+    segments = [unquote(part) for part in rest.strip("/").split("/") if part]
+    if not segments:
+        return None, None
+    if len(segments) == 3 and segments[0] == "download":
+        return segments[1], segments[2]
+    if len(segments) == 2 and segments[1].endswith(_YAML_SUFFIXES):
+        return segments[0], segments[1]  # clusterctl: releases/{latest,VERSION}/FILE
+    raise InputError(
+        f"unsupported GitHub releases URL {redact_url(url)!r}: use "
+        "https://HOST/OWNER/REPO/releases[/VERSION/FILE]"
+    )
+
+
+def _same_origin(url: str, other: str) -> bool:
+    first, second = httpx.URL(url), httpx.URL(other)
+    return (first.scheme, first.host, _port(first)) == (second.scheme, second.host, _port(second))
+
+
+def _port(url: httpx.URL) -> int | None:
+    if url.port is not None:
+        return url.port
+    return {"http": 80, "https": 443}.get(url.scheme)
+
+
+def _json(response: httpx.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise AirgapError(
+            f"{what}: GET {redact_url(response.request.url)}: response is not JSON"
+        ) from None

@@ -1,0 +1,355 @@
+"""Fetching whole provider releases: naming, sources, layout, contract check, images."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from airgap.collect.spec import ProviderSpec
+from airgap.errors import AirgapError, InputError, NotFoundError
+from airgap.http import build_client
+from airgap.providers.fetch import FetchedProvider, fetch_provider
+from airgap.providers.types import ProviderType
+from airgap.providers.wellknown import WELL_KNOWN, lookup
+from tests.harness.releases import ReleaseServer, make_components, make_metadata, make_release_files
+
+INFRA = ProviderType.INFRASTRUCTURE
+SERIES = [(0, 2, "v1beta1"), (0, 3, "v1beta1")]
+ODD_IMAGES = ["ghcr.io/acme/odd-controller:v0.3.1", "busybox:1.36"]
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with build_client(timeout=10) as http_client:
+        yield http_client
+
+
+@pytest.fixture(autouse=True)
+def _no_github_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GITHUB_API_URL", raising=False)
+
+
+# --- provider naming ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ptype", "operator", "prefix", "label"),
+    [
+        (ProviderType.CORE, "core", "core", "cluster-api"),
+        (ProviderType.BOOTSTRAP, "bootstrap", "bootstrap", "bootstrap-x"),
+        (ProviderType.CONTROL_PLANE, "control-plane", "control-plane", "control-plane-x"),
+        (ProviderType.INFRASTRUCTURE, "infrastructure", "infrastructure", "infrastructure-x"),
+        (ProviderType.IPAM, "ipam", "ipam", "ipam-x"),
+        (
+            ProviderType.RUNTIME_EXTENSION,
+            "runtimeextension",
+            "runtime-extension",
+            "runtime-extension-x",
+        ),
+        (ProviderType.ADDON, "addon", "addon", "addon-x"),
+    ],
+)
+def test_provider_type_spellings(
+    ptype: ProviderType, operator: str, prefix: str, label: str
+) -> None:
+    assert ptype.operator_type == operator
+    assert ptype.file_prefix == prefix
+    assert ptype.components_file == f"{prefix}-components.yaml"
+    assert ptype.label("x") == label
+    assert ProviderType.parse(ptype.kind) is ptype
+    assert ProviderType.parse(ptype.kind.lower()) is ptype
+    assert ProviderType.parse(operator) is ptype
+    assert ProviderType.parse(prefix) is ptype
+
+
+def test_provider_type_parse_error_lists_types() -> None:
+    with pytest.raises(InputError) as caught:
+        ProviderType.parse("Infra")
+    assert str(caught.value) == (
+        "unknown provider type 'Infra': valid types are CoreProvider, BootstrapProvider, "
+        "ControlPlaneProvider, InfrastructureProvider, IPAMProvider, RuntimeExtensionProvider, "
+        "AddonProvider"
+    )
+
+
+def test_well_known_table() -> None:
+    gh = "https://github.com/{}/releases".format
+    expected = {
+        ("cluster-api", ProviderType.CORE): (
+            gh("kubernetes-sigs/cluster-api"),
+            "core-components.yaml",
+        ),
+        ("kubeadm", ProviderType.BOOTSTRAP): (
+            gh("kubernetes-sigs/cluster-api"),
+            "bootstrap-components.yaml",
+        ),
+        ("kubeadm", ProviderType.CONTROL_PLANE): (
+            gh("kubernetes-sigs/cluster-api"),
+            "control-plane-components.yaml",
+        ),
+        ("docker", INFRA): (
+            gh("kubernetes-sigs/cluster-api"),
+            "infrastructure-components-development.yaml",
+        ),
+        ("aws", INFRA): (
+            gh("kubernetes-sigs/cluster-api-provider-aws"),
+            "infrastructure-components.yaml",
+        ),
+        ("azure", INFRA): (
+            gh("kubernetes-sigs/cluster-api-provider-azure"),
+            "infrastructure-components.yaml",
+        ),
+        ("vsphere", INFRA): (
+            gh("kubernetes-sigs/cluster-api-provider-vsphere"),
+            "infrastructure-components.yaml",
+        ),
+        ("gcp", INFRA): (
+            gh("kubernetes-sigs/cluster-api-provider-gcp"),
+            "infrastructure-components.yaml",
+        ),
+        ("openstack", INFRA): (
+            gh("kubernetes-sigs/cluster-api-provider-openstack"),
+            "infrastructure-components.yaml",
+        ),
+        ("metal3", INFRA): (
+            gh("metal3-io/cluster-api-provider-metal3"),
+            "infrastructure-components.yaml",
+        ),
+        ("in-cluster", ProviderType.IPAM): (
+            gh("kubernetes-sigs/cluster-api-ipam-provider-in-cluster"),
+            "ipam-components.yaml",
+        ),
+        ("helm", ProviderType.ADDON): (
+            gh("kubernetes-sigs/cluster-api-addon-provider-helm"),
+            "addon-components.yaml",
+        ),
+        ("fleet", ProviderType.ADDON): (
+            gh("rancher/cluster-api-addon-provider-fleet"),
+            "addon-components.yaml",
+        ),
+    }
+    assert {key: (p.url, p.components_file) for key, p in WELL_KNOWN.items()} == expected
+    assert lookup("aws", ProviderType.BOOTSTRAP) is None
+
+
+# --- fetching -------------------------------------------------------------------------
+
+
+def publish_odd(server: ReleaseServer, tags: list[str], **files: bytes) -> str:
+    owner, repo = server.new_repo("cluster-api-provider-odd")
+    for tag in tags:
+        release = make_release_files(INFRA, "odd-system", ODD_IMAGES, SERIES)
+        release.update({name.replace("_", "-") + ".yaml": data for name, data in files.items()})
+        server.add_release(owner, repo, tag, release)
+    return server.repo_url(owner, repo)
+
+
+def test_fetch_from_github(
+    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+) -> None:
+    url = publish_odd(release_server, ["v0.2.0", "v0.3.1", "v0.4.0-rc.0"])
+    spec = ProviderSpec("odd", INFRA, "latest", url=url)
+    fetched = fetch_provider(spec, tmp_path / "staging", client)
+    directory = (tmp_path / "staging" / "providers" / "infrastructure-odd" / "v0.3.1").absolute()
+    assert fetched == FetchedProvider(
+        name="odd",
+        type=INFRA,
+        version="v0.3.1",
+        contract="v1beta1",
+        label="infrastructure-odd",
+        source=url,
+        metadata_path=directory / "metadata.yaml",
+        components_path=directory / "infrastructure-components.yaml",
+        images=["ghcr.io/acme/odd-controller:v0.3.1", "docker.io/library/busybox:1.36"],
+    )
+    assert fetched.metadata_path.read_text() == make_metadata(SERIES)
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "infrastructure-components.yaml",
+        "metadata.yaml",
+    ]
+
+
+def test_fetch_exact_version_and_components_override(
+    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+) -> None:
+    dev = make_components(INFRA, "odd-system", ["ghcr.io/acme/odd-dev:v0.2.0"]).encode()
+    url = publish_odd(
+        release_server, ["v0.2.0", "v0.3.1"], infrastructure_components_development=dev
+    )
+    spec = ProviderSpec(
+        "odd",
+        INFRA,
+        "v0.2.0",
+        url=url,
+        components_file="infrastructure-components-development.yaml",
+    )
+    fetched = fetch_provider(spec, tmp_path, client)
+    assert fetched.version == "v0.2.0"
+    assert fetched.components_path.name == "infrastructure-components-development.yaml"
+    assert fetched.images == ["ghcr.io/acme/odd-dev:v0.2.0"]
+
+
+def test_well_known_providers_need_no_url(
+    client: httpx.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # github.com URLs from the built-in table, answered by a fake server via GITHUB_API_URL.
+    # A private server: kubernetes-sigs/cluster-api on the shared one belongs to other tests.
+    with ReleaseServer() as server:
+        _check_well_known(server, client, tmp_path, monkeypatch)
+
+
+def _check_well_known(
+    release_server: ReleaseServer,
+    client: httpx.Client,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GITHUB_API_URL", release_server.api_url)
+    core = make_release_files(
+        ProviderType.CORE,
+        "capi-system",
+        ["registry.k8s.io/cluster-api/cluster-api-controller:v1.9.4"],
+        [(1, 8, "v1beta1"), (1, 9, "v1beta1")],
+    )
+    core["infrastructure-components-development.yaml"] = make_components(
+        INFRA, "capd-system", ["gcr.io/k8s-staging-cluster-api/capd-manager:v1.9.4"]
+    ).encode()
+    release_server.add_release("kubernetes-sigs", "cluster-api", "v1.9.4", core)
+
+    fetched = fetch_provider(
+        ProviderSpec("cluster-api", ProviderType.CORE, "latest"), tmp_path, client
+    )
+    assert (fetched.label, fetched.version, fetched.contract) == (
+        "cluster-api",
+        "v1.9.4",
+        "v1beta1",
+    )
+    assert fetched.source == "https://github.com/kubernetes-sigs/cluster-api/releases"
+    assert fetched.components_path.name == "core-components.yaml"
+    assert fetched.images == ["registry.k8s.io/cluster-api/cluster-api-controller:v1.9.4"]
+
+    docker = fetch_provider(ProviderSpec("docker", INFRA, "v1.9.4"), tmp_path, client)
+    assert docker.label == "infrastructure-docker"
+    assert (
+        docker.components_path
+        == (
+            tmp_path
+            / "providers/infrastructure-docker/v1.9.4/infrastructure-components-development.yaml"
+        ).absolute()
+    )
+    assert docker.images == ["gcr.io/k8s-staging-cluster-api/capd-manager:v1.9.4"]
+
+
+def test_unknown_provider_needs_url(client: httpx.Client, tmp_path: Path) -> None:
+    with pytest.raises(
+        InputError, match="^unknown provider odd of type InfrastructureProvider: give url"
+    ):
+        fetch_provider(ProviderSpec("odd", INFRA, "v1.0.0"), tmp_path, client)
+
+
+def test_missing_contract_names_provider_version_and_file(
+    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+) -> None:
+    url = publish_odd(release_server, ["v0.5.0"])
+    with pytest.raises(AirgapError) as caught:
+        fetch_provider(ProviderSpec("odd", INFRA, "v0.5.0", url=url), tmp_path, client)
+    message = str(caught.value)
+    assert message.startswith("provider odd (InfrastructureProvider) v0.5.0: metadata.yaml from ")
+    assert url in message
+    assert "no contract for release series 0.5 (it lists 0.2 (v1beta1), 0.3 (v1beta1))" in message
+
+
+def test_missing_release_file(
+    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+) -> None:
+    url = publish_odd(release_server, ["v0.3.1"])
+    spec = ProviderSpec("odd", INFRA, "v0.3.1", url=url, components_file="nope.yaml")
+    with pytest.raises(NotFoundError, match="has no file nope.yaml"):
+        fetch_provider(spec, tmp_path, client)
+
+
+def test_image_needing_a_variable_names_the_components_file(
+    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+) -> None:
+    owner, repo = release_server.new_repo()
+    files = make_release_files(INFRA, "odd-system", ["${ODD_IMAGE}"], SERIES)
+    release_server.add_release(owner, repo, "v0.3.0", files)
+    with pytest.raises(InputError) as caught:
+        fetch_provider(
+            ProviderSpec("odd", INFRA, "v0.3.0", url=release_server.repo_url(owner, repo)),
+            tmp_path,
+            client,
+        )
+    message = str(caught.value)
+    assert (
+        "infrastructure-components.yaml of provider odd (InfrastructureProvider) v0.3.0" in message
+    )
+    assert "ODD_IMAGE" in message and "Deployment odd-system-controller-manager" in message
+
+
+def write_local_release(
+    base: Path, label: str, version: str, ptype: ProviderType, image: str
+) -> None:
+    directory = base / label / version
+    directory.mkdir(parents=True)
+    (directory / "metadata.yaml").write_text(make_metadata([(1, 0, "v1beta1"), (1, 1, "v1beta1")]))
+    (directory / ptype.components_file).write_text(make_components(ptype, "ipam-system", [image]))
+
+
+def test_fetch_from_local_repository_both_url_forms(client: httpx.Client, tmp_path: Path) -> None:
+    base = tmp_path / "repo"
+    for version in ("v1.0.0", "v1.1.0"):
+        write_local_release(
+            base, "ipam-in-cluster", version, ProviderType.IPAM, f"quay.io/ipam/ctl:{version}"
+        )
+    out = tmp_path / "out"
+    latest = fetch_provider(
+        ProviderSpec(
+            "in-cluster", ProviderType.IPAM, "latest", url=(base / "ipam-in-cluster").as_uri()
+        ),
+        out,
+        client,
+    )
+    assert (latest.version, latest.images) == ("v1.1.0", ["quay.io/ipam/ctl:v1.1.0"])
+    assert latest.source == (base / "ipam-in-cluster").as_uri()
+
+    pinned_url = (base / "ipam-in-cluster" / "v1.0.0" / "ipam-components.yaml").as_uri()
+    pinned = fetch_provider(
+        ProviderSpec("in-cluster", ProviderType.IPAM, "latest", url=pinned_url), out, client
+    )
+    assert (pinned.version, pinned.images) == ("v1.0.0", ["quay.io/ipam/ctl:v1.0.0"])
+    assert (
+        pinned.components_path
+        == (out / "providers/ipam-in-cluster/v1.0.0/ipam-components.yaml").absolute()
+    )
+
+    same = fetch_provider(
+        ProviderSpec("in-cluster", ProviderType.IPAM, "v1.0.0", url=pinned_url), out, client
+    )
+    assert same.version == "v1.0.0"
+    with pytest.raises(InputError, match="version v1.1.0 conflicts with version v1.0.0 in url"):
+        fetch_provider(
+            ProviderSpec("in-cluster", ProviderType.IPAM, "v1.1.0", url=pinned_url), out, client
+        )
+
+
+def test_fetch_from_plain_directory(
+    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+) -> None:
+    for name, data in make_release_files(
+        ProviderType.ADDON, "helm-system", ["ghcr.io/x/helm:v0.2.0"], [(0, 2, "v1beta1")]
+    ).items():
+        release_server.add_plain(f"mirror/addon-helm/v0.2.0/{name}", data)
+    url = release_server.plain_url("mirror/addon-helm")
+    fetched = fetch_provider(
+        ProviderSpec("helm", ProviderType.ADDON, "v0.2.0", url=url), tmp_path, client
+    )
+    assert (fetched.label, fetched.contract, fetched.source) == ("addon-helm", "v1beta1", url)
+    with pytest.raises(InputError, match="cannot resolve version 'latest'"):
+        fetch_provider(
+            ProviderSpec("helm", ProviderType.ADDON, "latest", url=url), tmp_path, client
+        )
