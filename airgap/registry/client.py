@@ -18,7 +18,14 @@ from urllib.parse import urljoin
 import httpx
 
 from airgap import http
-from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError, NotFoundError
+from airgap.errors import (
+    AirgapError,
+    DigestMismatchError,
+    HTTPStatusError,
+    NetworkError,
+    NotFoundError,
+    TLSError,
+)
 from airgap.oci import MANIFEST_ACCEPT, Manifest, sha256_digest
 from airgap.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
@@ -43,8 +50,10 @@ class Registry:
     ) -> None:
         self.host = host
         self.display_name = display_name or host
-        use_http = is_loopback_host(host) if plain_http is None else plain_http
-        self.base_url = f"{'http' if use_http else 'https'}://{host}"
+        # Loopback registries without an explicit setting: HTTPS first, then plain HTTP,
+        # as docker does (but never skipping certificate verification).
+        self._probe_scheme = plain_http is None and is_loopback_host(host)
+        self.base_url = f"{'http' if plain_http else 'https'}://{host}"
         self._client = client
         self._policy = policy
         self._auth = Authenticator(host, client, credentials, policy)
@@ -60,11 +69,7 @@ class Registry:
         with self._ping_lock:
             if self._auth.known:
                 return
-            url = self._url("")
-            response = http.send(
-                self._client, lambda: self._client.build_request("GET", url), policy=self._policy
-            )
-            response.close()
+            response = self._ping_response()
             if response.status_code == 401:
                 header = response.headers.get("WWW-Authenticate", "")
                 self._auth.learn(parse_challenge(header) if header else NO_AUTH)
@@ -72,6 +77,25 @@ class Registry:
                 self._auth.learn(NO_AUTH)
             else:
                 raise http.status_error(response, f"registry {self.display_name}")
+
+    def _ping_response(self) -> httpx.Response:
+        if self._probe_scheme:
+            self._probe_scheme = False
+            try:
+                return self._get_base(http.RetryPolicy(attempts=1))
+            except TLSError:
+                raise
+            except NetworkError:
+                self.base_url = f"http://{self.host}"
+        return self._get_base(self._policy)
+
+    def _get_base(self, policy: http.RetryPolicy) -> httpx.Response:
+        url = self._url("")
+        response = http.send(
+            self._client, lambda: self._client.build_request("GET", url), policy=policy
+        )
+        response.close()
+        return response
 
     def _send(
         self,
@@ -86,8 +110,12 @@ class Registry:
         ok: tuple[int, ...] = (200,),
         missing_ok: bool = False,
     ) -> httpx.Response | None:
-        """Send with auth and retries; raise a typed error for any status not in ``ok``."""
+        """Send with auth and retries; raise a typed error for any status not in ``ok``.
+
+        ``url`` is a path below ``/v2/`` or an absolute upload location."""
         self.ping()
+        if not url.startswith(("http://", "https://")):
+            url = self._url(url)
         refresh = False
         for _ in range(2):
             request_headers = dict(headers or {})
@@ -126,7 +154,7 @@ class Registry:
         """Fetch a manifest by tag or digest, checking that its bytes match the digest."""
         response = self._send(
             "GET",
-            self._url(f"{repository}/manifests/{reference}"),
+            f"{repository}/manifests/{reference}",
             (repository_scope(repository, "pull"),),
             what=what,
             headers={"Accept": MANIFEST_ACCEPT},
@@ -150,7 +178,7 @@ class Registry:
         """HEAD a manifest: its digest if present, None if missing."""
         response = self._send(
             "HEAD",
-            self._url(f"{repository}/manifests/{reference}"),
+            f"{repository}/manifests/{reference}",
             (repository_scope(repository, "pull"),),
             what=what,
             headers={"Accept": MANIFEST_ACCEPT},
@@ -166,7 +194,7 @@ class Registry:
         """Push manifest bytes unchanged under a tag or its digest."""
         response = self._send(
             "PUT",
-            self._url(f"{repository}/manifests/{reference}"),
+            f"{repository}/manifests/{reference}",
             (repository_scope(repository, "pull,push"),),
             what=what,
             headers={"Content-Type": manifest.media_type},
@@ -187,7 +215,7 @@ class Registry:
         """Size of a blob the registry already has in ``repository``, else None."""
         response = self._send(
             "HEAD",
-            self._url(f"{repository}/blobs/{digest}"),
+            f"{repository}/blobs/{digest}",
             (repository_scope(repository, "pull"),),
             what=what,
             missing_ok=True,
@@ -216,7 +244,7 @@ class Registry:
             received = 0
             response = self._send(
                 "GET",
-                self._url(f"{repository}/blobs/{digest}"),
+                f"{repository}/blobs/{digest}",
                 (repository_scope(repository, "pull"),),
                 what=what,
                 stream=True,
@@ -243,7 +271,7 @@ class Registry:
     def mount_blob(self, repository: str, digest: str, source: str, *, what: str) -> bool:
         """Ask the registry to link a blob from another repository; True if it did."""
         scopes = (repository_scope(repository, "pull,push"), repository_scope(source, "pull"))
-        url = self._url(f"{repository}/blobs/uploads/?mount={digest}&from={source}")
+        url = f"{repository}/blobs/uploads/?mount={digest}&from={source}"
         response = self._send("POST", url, scopes, what=what, ok=(201, 202))
         assert response is not None
         response.close()
@@ -285,9 +313,7 @@ class Registry:
         again for every attempt so nothing is ever buffered whole.
         """
         scopes = (repository_scope(repository, "pull,push"),)
-        start = self._send(
-            "POST", self._url(f"{repository}/blobs/uploads/"), scopes, what=what, ok=(202,)
-        )
+        start = self._send("POST", f"{repository}/blobs/uploads/", scopes, what=what, ok=(202,))
         assert start is not None
         start.close()
         location = self._location(start.headers["Location"])
@@ -301,7 +327,7 @@ class Registry:
                     raise
                 start = self._send(
                     "POST",
-                    self._url(f"{repository}/blobs/uploads/"),
+                    f"{repository}/blobs/uploads/",
                     scopes,
                     what=what,
                     ok=(202,),
