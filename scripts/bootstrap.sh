@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install what airgap and its tests need on a fresh Debian machine: the distribution
+# registry, skopeo and htpasswd from apt, then a virtualenv with airgap in it.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(docker-registry skopeo apache2-utils)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]} (apt)" >&2
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The Debian package may start a system registry on :5000; airgap's tests and demo start
+# their own on ephemeral ports and do not need it.
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv" >&2
+  "$python" -m venv .venv
+fi
+stamp=.venv/.airgap-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing airgap into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: install what is needed, then lint, type-check and run the suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+.venv/bin/ruff check airgap tests benchmarks scripts
+.venv/bin/mypy
+exec .venv/bin/pytest -q "$@"
