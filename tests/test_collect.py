@@ -299,3 +299,35 @@ def test_keygen_then_collect_from_the_cli(
     assert run_airgap("keygen", tmp_path / "k.key").returncode == 0
     again = run_airgap("keygen", tmp_path / "k.key")
     assert_clean_failure(again, 2, "already exists")
+
+
+def test_pull_mirror_keeps_the_original_reference(
+    tmp_path: Path,
+    source_images: dict[str, TestImage],
+    plain_registry: RegistryServer,
+    signing_key: SigningKey,
+) -> None:
+    """registry.k8s.io/* is pulled through a mirror; the bundle keeps the upstream name."""
+    app = source_images["app"]
+    upstream = f"registry.k8s.io/{app.repository}:{app.tag}"
+    spec = write_spec(
+        tmp_path / "spec.yaml",
+        {"images": [upstream], "registries": {"registry.k8s.io": {"mirror": plain_registry.host}}},
+    )
+    output = tmp_path / "mirror.tar"
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output, "-q")
+    assert result.returncode == 0, result.stderr
+    (image,) = json.loads(run_airgap("inspect", output, "--format", "json").stdout)["images"]
+    assert (image["reference"], image["digest"]) == (upstream, app.digest)
+    with tarfile.open(output) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    assert sha256_digest(skopeo.raw_manifest_oci(tmp_path / "x/images", upstream)) == app.digest
+
+
+def test_example_specs_are_valid() -> None:
+    from airgap.collect.spec import load_spec
+
+    examples = sorted(Path(__file__).parent.parent.joinpath("bundles").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        assert load_spec(path).providers, path
