@@ -19,6 +19,7 @@ from airgap import __version__
 from airgap.bundle.reader import read_head
 from airgap.errors import EXIT_FAILURE, AirgapError, InputError
 from airgap.progress import Progress
+from airgap.registry.credentials import Credentials
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size
 from airgap.verify.report import inventory_json, inventory_tables
@@ -190,4 +191,117 @@ def verify(
         if sbom:
             click.echo(f"airgap: error: {report.verdict()}; no SBOM written", err=True)
         return EXIT_FAILURE
+    return 0
+
+
+def _read_password(username: str | None, password_stdin: bool) -> Credentials | None:
+    if password_stdin and not username:
+        raise InputError("--password-stdin needs --username")
+    if not username:
+        return None
+    if not password_stdin:
+        raise InputError("--username needs --password-stdin (passwords are never taken as flags)")
+    password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        raise InputError("--password-stdin: no password on standard input")
+    return Credentials(username, password)
+
+
+def target_options(function: Callable[..., int]) -> Callable[..., int]:
+    """--registry and the output options shared by import and configmaps."""
+    for decorator in reversed(
+        [
+            click.option(
+                "--registry",
+                "registry",
+                required=True,
+                help="Target registry and optional prefix: HOST[:PORT][/PREFIX].",
+            ),
+            click.option(
+                "--keep-source-registry",
+                is_flag=True,
+                help="Keep the source registry host as the first path element.",
+            ),
+            click.option(
+                "--no-pin", is_flag=True, help="Do not pin rewritten references by digest."
+            ),
+            click.option(
+                "--output-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                help="Where to write rewritten components and configuration.",
+            ),
+        ]
+    ):
+        function = decorator(function)
+    return function
+
+
+@cli.command("import")
+@click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@key_options
+@target_options
+@click.option("--ca-file", type=click.Path(dir_okay=False, exists=True), help="CA bundle (PEM).")
+@click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify TLS certificates.")
+@click.option("--plain-http", is_flag=True, help="Speak plain HTTP to the registry.")
+@click.option("--username", help="Registry user (password from --password-stdin).")
+@click.option("--password-stdin", is_flag=True, help="Read the registry password from stdin.")
+@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def import_(
+    bundle: Path,
+    keys: tuple[Path, ...],
+    no_signature: bool,
+    registry: str,
+    keep_source_registry: bool,
+    no_pin: bool,
+    output_dir: Path | None,
+    ca_file: str | None,
+    insecure_skip_tls_verify: bool,
+    plain_http: bool,
+    username: str | None,
+    password_stdin: bool,
+    concurrency: int,
+    dry_run: bool,
+    quiet: bool,
+) -> int:
+    """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
+    from airgap.mirror.importer import ImportOptions, run_import
+    from airgap.mirror.mapping import Target
+
+    trusted = load_trusted_keys(keys, no_signature)
+    options = ImportOptions(
+        target=Target.parse(registry),
+        output_dir=output_dir,
+        keep_registry=keep_source_registry,
+        pin=not no_pin,
+        dry_run=dry_run,
+        concurrency=concurrency,
+        ca_file=ca_file,
+        skip_tls_verify=insecure_skip_tls_verify,
+        plain_http=plain_http,
+        credentials=_read_password(username, password_stdin),
+    )
+    with Progress.for_terminal(quiet or dry_run) as progress:
+        result = run_import(bundle, trusted, options, progress)
+    if dry_run:
+        for mapping in result.mappings:
+            click.echo(f"{mapping.source} -> {mapping.target}")
+        return 0
+    report = result.report()
+    if not quiet:
+        if not report["changed"]:
+            click.echo(
+                f"nothing changed: all {report['images']} images already in {options.target}"
+            )
+        else:
+            click.echo(
+                f"imported {report['images']} images into {options.target}: "
+                f"{report['blobs_uploaded']} blobs uploaded "
+                f"({human_size(int(report['bytes_uploaded']))}), "  # type: ignore[call-overload]
+                f"{report['blobs_mounted']} mounted, {report['blobs_skipped']} already there, "
+                f"{report['manifests_pushed']} manifests pushed in {result.seconds:.1f}s"
+            )
+        if output_dir:
+            click.echo(f"wrote {output_dir}")
     return 0

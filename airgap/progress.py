@@ -21,6 +21,8 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
+Task = TaskID | None  # a progress bar handle; None when nothing is drawn
+
 
 class Progress:
     """Byte-counting progress; a no-op unless enabled."""
@@ -57,12 +59,12 @@ class Progress:
         if self._rich:
             self._rich.stop()
 
-    def task(self, description: str, total: int) -> TaskID | None:
+    def task(self, description: str, total: int) -> Task:
         if not self._rich:
             return None
         return self._rich.add_task(description, total=total)
 
-    def advance(self, task: TaskID | None, amount: int) -> None:
+    def advance(self, task: Task, amount: int) -> None:
         if self._rich is not None and task is not None:
             self._rich.advance(task, amount)
 

@@ -11,13 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from rich.progress import TaskID
-
 from airgap.errors import AirgapError
 from airgap.layout import LayoutWriter
 from airgap.oci import Descriptor, Manifest, config_platform, filter_index
 from airgap.parallel import run_parallel
-from airgap.progress import QUIET, Progress
+from airgap.progress import QUIET, Progress, Task
 from airgap.reference import Reference
 from airgap.registry.client import Registry
 from airgap.registry.pool import RegistryPool
@@ -128,7 +126,7 @@ class ImageCopier:
         task = self._progress.task("images", sum(j.descriptor.size for j in ordered))
         run_parallel([partial(self._download, job, task) for job in ordered], self._concurrency)
 
-    def _download(self, job: _BlobJob, task: TaskID | None) -> None:
+    def _download(self, job: _BlobJob, task: Task) -> None:
         blob, image = job.descriptor, job.image
         with self._layout.blob_sink(blob.digest) as sink:
             image.registry.download_blob(

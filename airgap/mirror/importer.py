@@ -1,0 +1,111 @@
+"""``airgap import``: verify, push into the disconnected registry, write configuration."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from airgap.mirror.mapping import Mapping, Target, map_images
+from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
+from airgap.mirror.push import Pusher, PushStats, load_tree
+from airgap.progress import QUIET, Progress
+from airgap.registry.credentials import Credentials
+from airgap.registry.pool import EndpointOptions, RegistryPool
+from airgap.verify.bundle import VerifiedBundle, verify_bundle
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    target: Target
+    output_dir: Path | None = None
+    keep_registry: bool = False
+    pin: bool = True
+    dry_run: bool = False
+    concurrency: int = 8
+    ca_file: str | None = None
+    skip_tls_verify: bool = False
+    plain_http: bool = False
+    credentials: Credentials | None = None
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    bundle: VerifiedBundle
+    mappings: list[Mapping]
+    stats: PushStats | None
+    seconds: float
+
+    def report(self) -> dict[str, object]:
+        stats = self.stats or PushStats()
+        return {
+            "images": len(self.mappings),
+            "blobs_uploaded": stats.blobs_uploaded,
+            "blobs_skipped": stats.blobs_skipped,
+            "blobs_mounted": stats.blobs_mounted,
+            "manifests_pushed": stats.manifests_pushed,
+            "manifests_skipped": stats.manifests_skipped,
+            "bytes_uploaded": stats.bytes_uploaded,
+            "duration_seconds": round(self.seconds, 3),
+            "changed": stats.changed,
+        }
+
+
+def verified_mappings(
+    bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
+) -> tuple[VerifiedBundle, list[Mapping]]:
+    """Verify first (the same code path as ``airgap verify``), then map every image."""
+    bundle = verify_bundle(bundle_path, keys)
+    manifest = bundle.require_verified()
+    references = [image.reference for image in manifest.images]
+    return bundle, map_images(references, options.target, keep_registry=options.keep_registry)
+
+
+def run_import(
+    bundle_path: Path,
+    keys: list[Ed25519PublicKey] | None,
+    options: ImportOptions,
+    progress: Progress = QUIET,
+) -> ImportResult:
+    started = time.monotonic()
+    bundle, mappings = verified_mappings(bundle_path, keys, options)
+    manifest = bundle.require_verified()
+    if options.dry_run:
+        return ImportResult(bundle, mappings, None, time.monotonic() - started)
+    providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+    settings = {
+        options.target.host: EndpointOptions(
+            ca_file=options.ca_file,
+            plain_http=options.plain_http,
+            skip_tls_verify=options.skip_tls_verify,
+        )
+    }
+    credentials = {options.target.host: options.credentials} if options.credentials else {}
+    by_reference = {str(m.source): m for m in mappings}
+    trees = [
+        load_tree(bundle, by_reference[image.reference], image.digest, image.media_type)
+        for image in manifest.images
+    ]
+    with RegistryPool(
+        settings, credentials=credentials, max_connections=max(4, options.concurrency)
+    ) as pool:
+        registry = pool.registry(options.target.host)
+        stats = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress).push(
+            trees
+        )
+    result = ImportResult(bundle, mappings, stats, time.monotonic() - started)
+    if options.output_dir is not None:
+        files = import_files(
+            providers,
+            mappings,
+            options.target,
+            keep_registry=options.keep_registry,
+            ca_path=f"/etc/containerd/certs.d/{options.target.host}/ca.crt"
+            if options.ca_file
+            else None,
+        )
+        files["import-report.json"] = json_bytes(result.report())
+        write_tree(options.output_dir, files)
+    return result

@@ -1,0 +1,84 @@
+"""Where each bundle image goes in the disconnected registry (pure).
+
+``registry.k8s.io/cluster-api/controller:v1.9.4`` with target ``registry.local:5000/capi``
+becomes ``registry.local:5000/capi/cluster-api/controller:v1.9.4``: the source host is
+dropped, the path kept, the prefix added. ``keep_registry`` keeps the source host as the
+first path element so two registries with the same paths cannot collide; without it a
+collision is an error, never a silent overwrite.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from airgap.errors import InputError
+from airgap.reference import Reference, parse_reference
+
+_HOST_PATH_RE = re.compile(r"[^a-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The target registry and repository prefix, from ``--registry HOST[/PREFIX]``."""
+
+    host: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        text = text.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
+        host, _, prefix = text.partition("/")
+        if not host:
+            raise InputError(f"--registry {text!r}: expected HOST[:PORT][/PREFIX]")
+        probe = f"{host}/{prefix + '/' if prefix else ''}probe:v1"
+        try:
+            parse_reference(probe)
+        except InputError as exc:
+            raise InputError(f"--registry {text!r} is not a valid registry/prefix") from exc
+        return cls(host=host, prefix=prefix)
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.prefix}" if self.prefix else self.host
+
+
+def host_path_element(host: str) -> str:
+    """A registry host as a repository path element (``h:5000`` -> ``h-5000``)."""
+    return _HOST_PATH_RE.sub("-", host.lower()).strip("-._")
+
+
+def target_repository(source: Reference, target: Target, keep_registry: bool) -> str:
+    parts = [target.prefix] if target.prefix else []
+    if keep_registry:
+        parts.append(host_path_element(source.registry))
+    parts.append(source.repository)
+    return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Mapping:
+    source: Reference
+    target: Reference  # same tag and digest as the bundle holds
+
+    def pinned(self, digest: str) -> str:
+        """The target reference pinned by digest: ``repo:tag@sha256:…``."""
+        return str(self.target.with_digest(digest))
+
+
+def map_images(
+    references: list[str], target: Target, *, keep_registry: bool = False
+) -> list[Mapping]:
+    """Map every reference; refuse two source repositories landing in one target one."""
+    mappings: list[Mapping] = []
+    owners: dict[str, str] = {}
+    for text in references:
+        source = parse_reference(text)
+        repository = target_repository(source, target, keep_registry)
+        owner = owners.setdefault(repository, source.name)
+        if owner != source.name:
+            raise InputError(
+                f"{owner} and {source.name} would both be pushed to {target.host}/{repository}; "
+                "use --keep-source-registry to keep the source registry in target paths"
+            )
+        mappings.append(Mapping(source, source.with_location(target.host, repository)))
+    return mappings

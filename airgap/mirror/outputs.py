@@ -1,0 +1,124 @@
+"""Everything import writes besides registry content, computed from the bundle alone.
+
+``configmaps`` calls the same functions without pushing, so the references it emits are
+exactly those an import produces: the digests in the target equal the bundle's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping as MappingType
+from dataclasses import dataclass
+from pathlib import Path
+
+from airgap.bundle.format import BundleManifest, ProviderRecord
+from airgap.errors import AirgapError
+from airgap.fsutil import write_atomic
+from airgap.mirror import nodeconfig
+from airgap.mirror.mapping import Mapping, Target
+from airgap.mirror.rewrite import rewrite_images
+from airgap.providers.components import find_images
+from airgap.verify.bundle import VerifiedBundle
+
+
+@dataclass(frozen=True)
+class RewrittenProvider:
+    record: ProviderRecord
+    components_name: str  # file name of the components file
+    components: str  # rewritten text
+    metadata: str
+
+
+def rewrite_providers(
+    bundle: VerifiedBundle,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    *,
+    pin: bool,
+) -> list[RewrittenProvider]:
+    """Each provider's components with every bundle image pointing at the target."""
+    digests = {image.reference: image.digest for image in manifest.images}
+    by_source = {str(m.source): m for m in mappings}
+
+    def lookup(source: str) -> str | None:
+        mapping = by_source.get(source)
+        if mapping is None:
+            return None
+        return mapping.pinned(digests[source]) if pin else str(mapping.target)
+
+    targets = {str(m.target) for m in mappings} | {
+        m.pinned(digests[str(m.source)]) for m in mappings
+    }
+    rewritten = []
+    for record in manifest.providers:
+        text = bundle.read(record.components).decode()
+        new_text, _ = rewrite_images(text, lookup)
+        leftover = [i for i in find_images(new_text, record.components) if i not in targets]
+        if leftover:
+            raise AirgapError(
+                f"{record.components}: could not rewrite image {leftover[0]} "
+                "(not in the bundle, or written in a YAML style airgap cannot edit in place)"
+            )
+        rewritten.append(
+            RewrittenProvider(
+                record,
+                record.components.rsplit("/", 1)[1],
+                new_text,
+                bundle.read(record.metadata).decode(),
+            )
+        )
+    return rewritten
+
+
+def import_files(
+    providers: list[RewrittenProvider],
+    mappings: list[Mapping],
+    target: Target,
+    *,
+    keep_registry: bool,
+    ca_path: str | None,
+) -> dict[str, bytes]:
+    """Relative path -> content of everything import writes (but the report)."""
+    files: dict[str, bytes] = {}
+    for provider in providers:
+        record = provider.record
+        base = f"components/{record.label}/{record.version}"
+        files[f"{base}/{provider.components_name}"] = provider.components.encode()
+    by_source = {str(m.source): m for m in mappings}
+    files["clusterctl-images.yaml"] = nodeconfig.clusterctl_images(
+        {p.record.label: p.record.images for p in providers}, by_source
+    ).encode()
+    for registry in nodeconfig.source_registries(mappings):
+        files[f"mirror/containerd/certs.d/{registry}/hosts.toml"] = (
+            nodeconfig.containerd_hosts_toml(registry, target, keep_registry, ca_path).encode()
+        )
+    files["mirror/registries.conf.d/50-airgap-capi.conf"] = nodeconfig.registries_conf(
+        mappings, target, keep_registry
+    ).encode()
+    files["mirror/openshift/mirror-sets.yaml"] = nodeconfig.mirror_sets(
+        mappings, target, keep_registry
+    ).encode()
+    files["mapping.txt"] = nodeconfig.mapping_txt(mappings).encode()
+    return files
+
+
+def json_bytes(document: object) -> bytes:
+    return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
+
+
+def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
+    """Write every file atomically: staged beside ``output_dir``, then renamed in."""
+    output_dir = output_dir.absolute()
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
+    try:
+        for relative, data in files.items():
+            write_atomic(staging / relative, data)
+        for relative in files:
+            final = output_dir / relative
+            final.parent.mkdir(parents=True, exist_ok=True)
+            (staging / relative).replace(final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

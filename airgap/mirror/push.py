@@ -1,0 +1,141 @@
+"""Push a verified bundle's images into a registry, straight from the tar.
+
+Blobs first (HEAD to skip what is there, a cross-repository mount when another target
+repository already holds the blob, else a streamed upload read from the tar by offset),
+then child manifests, then indexes, then tags; manifests as their exact bytes, so every
+digest in the target equals the source. Re-running pushes only what is missing.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+
+from airgap.bundle.format import blob_member
+from airgap.mirror.mapping import Mapping
+from airgap.oci import Descriptor, Manifest
+from airgap.parallel import run_parallel
+from airgap.progress import QUIET, Progress, Task
+from airgap.registry.client import Registry
+from airgap.verify.bundle import VerifiedBundle
+
+
+@dataclass
+class PushStats:
+    blobs_uploaded: int = 0
+    blobs_skipped: int = 0
+    blobs_mounted: int = 0
+    manifests_pushed: int = 0
+    manifests_skipped: int = 0
+    bytes_uploaded: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.blobs_uploaded or self.blobs_mounted or self.manifests_pushed)
+
+
+@dataclass(frozen=True)
+class ImageTree:
+    """An image's manifests in push order (children before their index) and blobs."""
+
+    mapping: Mapping
+    manifests: list[Manifest]
+    blobs: list[Descriptor]
+
+    @property
+    def top(self) -> Manifest:
+        return self.manifests[-1]
+
+
+def load_tree(bundle: VerifiedBundle, mapping: Mapping, digest: str, media_type: str) -> ImageTree:
+    manifests: list[Manifest] = []
+    blobs: dict[str, Descriptor] = {}
+
+    def visit(child_digest: str, child_type: str) -> None:
+        manifest = Manifest.from_bytes(bundle.read(blob_member(child_digest)), child_type)
+        for child in manifest.children():
+            visit(child.digest, child.media_type)
+        for blob in manifest.blobs():
+            blobs.setdefault(blob.digest, blob)
+        manifests.append(manifest)
+
+    visit(digest, media_type)
+    return ImageTree(mapping, manifests, list(blobs.values()))
+
+
+class Pusher:
+    """Pushes image trees from one verified bundle into one registry."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        bundle: VerifiedBundle,
+        *,
+        concurrency: int = 8,
+        progress: Progress = QUIET,
+    ) -> None:
+        self._registry = registry
+        self._bundle = bundle
+        self._concurrency = concurrency
+        self._progress = progress
+        self.stats = PushStats()
+
+    def push(self, trees: list[ImageTree]) -> PushStats:
+        repositories: dict[str, list[str]] = {}
+        sizes: dict[str, int] = {}
+        for tree in trees:
+            for blob in tree.blobs:
+                repos = repositories.setdefault(blob.digest, [])
+                if tree.mapping.target.repository not in repos:
+                    repos.append(tree.mapping.target.repository)
+                sizes[blob.digest] = blob.size
+        order = sorted(repositories, key=lambda digest: sizes[digest], reverse=True)
+        task = self._progress.task("pushing", sum(sizes.values()))
+        run_parallel(
+            [partial(self._push_blob, d, sizes[d], repositories[d], task) for d in order],
+            self._concurrency,
+        )
+        run_parallel([partial(self._push_manifests, tree) for tree in trees], self._concurrency)
+        return self.stats
+
+    def _push_blob(self, digest: str, size: int, repositories: list[str], task: Task) -> None:
+        holder: str | None = None
+        member = blob_member(digest)
+        what = f"blob {digest}"
+        for repository in repositories:
+            if self._registry.blob_size(repository, digest, what=what) is not None:
+                self.stats.add(blobs_skipped=1)
+            elif holder and self._registry.mount_blob(repository, digest, holder, what=what):
+                self.stats.add(blobs_mounted=1)
+            else:
+                self._registry.upload_blob(
+                    repository, digest, size, partial(self._bundle.stream, member), what=what
+                )
+                self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
+            holder = holder or repository
+        self._progress.advance(task, size)
+
+    def _push_manifests(self, tree: ImageTree) -> None:
+        target = tree.mapping.target
+        what = f"image {target}"
+        for manifest in tree.manifests[:-1]:
+            self._put(target.repository, manifest.digest, manifest, manifest.digest, what)
+        top = tree.top
+        self._put(target.repository, target.tag or top.digest, top, top.digest, what)
+
+    def _put(
+        self, repository: str, reference: str, manifest: Manifest, digest: str, what: str
+    ) -> None:
+        present = self._registry.manifest_digest(repository, reference, what=what)
+        if present == digest:
+            self.stats.add(manifests_skipped=1)
+            return
+        self._registry.put_manifest(repository, reference, manifest, what=what)
+        self.stats.add(manifests_pushed=1)
