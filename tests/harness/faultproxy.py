@@ -62,6 +62,7 @@ class Fault:
     remaining: int
     delay: float
     body: bytes | None
+    after: int = 0  # matching requests to let through before the fault applies
 
     def matches(self, method: str, path: str) -> bool:
         """Method (case-insensitive, None = any) and ``re.search`` on the path."""
@@ -123,6 +124,7 @@ class FaultProxy:
         times: int = 1,
         delay: float = 0.0,
         body: bytes | None = None,
+        after: int = 0,
     ) -> Fault:
         """Fault the next ``times`` requests whose method and path match.
 
@@ -141,6 +143,7 @@ class FaultProxy:
             remaining=times,
             delay=delay,
             body=body,
+            after=after,
         )
         with self._lock:
             self._faults.append(fault)
@@ -162,6 +165,9 @@ class FaultProxy:
         with self._lock:
             for fault in self._faults:
                 if fault.matches(method, path):
+                    if fault.after > 0:  # let this many matching requests through first
+                        fault.after -= 1
+                        return None
                     fault.remaining -= 1
                     if fault.remaining <= 0:
                         self._faults.remove(fault)

@@ -1,0 +1,352 @@
+"""``airgap import`` end to end: a real TLS + htpasswd registry, skopeo as the judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from airgap.oci import DOCKER_LIST, DOCKER_MANIFEST, sha256_digest
+from airgap.providers.components import find_images
+from tests.conftest import start_registry, stop_registry
+from tests.harness import skopeo
+from tests.harness.bundle_fixtures import CollectedBundle
+from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
+from tests.harness.pki import Pki
+from tests.harness.registry import RegistryServer
+
+PREFIX = "capi"
+
+
+@dataclass(frozen=True)
+class Imported:
+    registry: RegistryServer
+    out: Path
+    stdout: str
+
+    @property
+    def report(self) -> dict[str, object]:
+        return json.loads((self.out / "import-report.json").read_text())
+
+
+def import_args(
+    bundle: CollectedBundle, registry: RegistryServer, out: Path, *extra: str
+) -> list[str]:
+    args = [
+        "import",
+        str(bundle.path),
+        "--key",
+        str(bundle.key.public),
+        "--registry",
+        f"{registry.host}/{PREFIX}",
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
+    if registry.ca_file:
+        args += ["--ca-file", str(registry.ca_file)]
+    if registry.username:
+        args += ["--username", registry.username, "--password-stdin"]
+    return args
+
+
+def run_import(bundle: CollectedBundle, registry: RegistryServer, out: Path, *extra: str):
+    return run_airgap(
+        *import_args(bundle, registry, out, *extra),
+        input=f"{registry.password}\n" if registry.username else None,
+    )
+
+
+def target_ref(source: str, registry: RegistryServer) -> str:
+    return f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
+
+
+def catalog(registry: RegistryServer) -> list[str]:
+    auth = (registry.username, registry.password) if registry.username else None
+    response = httpx.get(f"{registry.url}/v2/_catalog", auth=auth, verify=registry.ssl_context())
+    return response.json()["repositories"]
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki):
+    registry = start_registry(tmp_path_factory.mktemp("import-target"), "basic", pki)
+    yield registry
+    stop_registry(registry)
+
+
+@pytest.fixture(scope="module")
+def imported(capi_bundle: CollectedBundle, target: RegistryServer, tmp_path_factory) -> Imported:
+    out = tmp_path_factory.mktemp("import-out") / "capi-out"
+    result = run_import(capi_bundle, target, out)
+    assert result.returncode == 0, result.stderr
+    assert target.password not in result.stdout + result.stderr
+    return Imported(target, out, result.stdout)
+
+
+def test_every_image_in_the_target_has_the_source_digest(
+    capi_bundle: CollectedBundle, imported: Imported
+) -> None:
+    for source, image in capi_bundle.providers.images.items():
+        ref = target_ref(source, imported.registry)
+        raw = skopeo.raw_manifest(ref, registry=imported.registry)
+        assert sha256_digest(raw) == image.digest, ref
+        assert raw == image.raw_manifest
+        for child in image.child_digests:  # multi-arch indexes are complete
+            child_ref = f"{ref.rsplit(':', 1)[0]}@{child}"
+            assert (
+                sha256_digest(skopeo.raw_manifest(child_ref, registry=imported.registry)) == child
+            )
+    media_types = {i.media_type for i in capi_bundle.providers.images.values()}
+    assert {DOCKER_MANIFEST, DOCKER_LIST} <= media_types  # Docker schema 2 images survived
+
+
+def test_report_counts_are_integers(imported: Imported) -> None:
+    report = imported.report
+    for key in (
+        "images",
+        "blobs_uploaded",
+        "blobs_skipped",
+        "blobs_mounted",
+        "manifests_pushed",
+        "bytes_uploaded",
+    ):
+        assert isinstance(report[key], int), key
+    assert report["images"] == 5 and report["blobs_uploaded"] > 0
+    assert report["blobs_mounted"] > 0  # shared base layers are mounted, not re-sent
+    assert isinstance(report["duration_seconds"], float | int)
+    assert "imported 5 images" in imported.stdout
+
+
+def test_second_import_uploads_nothing(
+    capi_bundle: CollectedBundle, imported: Imported, tmp_path: Path
+) -> None:
+    result = run_import(capi_bundle, imported.registry, tmp_path / "again")
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "again/import-report.json").read_text())
+    assert report["blobs_uploaded"] == 0 and report["manifests_pushed"] == 0
+    assert report["bytes_uploaded"] == 0 and report["changed"] is False
+    assert "nothing changed" in result.stdout
+
+
+def test_rewritten_components_reference_only_the_target(
+    capi_bundle: CollectedBundle, imported: Imported
+) -> None:
+    files = sorted((imported.out / "components").rglob("*.yaml"))
+    assert len(files) == len(capi_bundle.manifest.providers)
+    with tarfile.open(capi_bundle.path) as tar:
+        originals = {
+            p.components.rsplit("/", 1)[0].removeprefix("providers/"): tar.extractfile(p.components)
+            .read()
+            .decode()  # type: ignore[union-attr]
+            for p in capi_bundle.manifest.providers
+        }
+    for path in files:
+        text = path.read_text()
+        images = find_images(text, str(path))
+        assert images
+        for image in images:
+            assert image.startswith(f"{imported.registry.host}/{PREFIX}/") and "@sha256:" in image
+            digest = image.rsplit("@", 1)[1]
+            assert sha256_digest(skopeo.raw_manifest(image, registry=imported.registry)) == digest
+        original = originals[path.parent.relative_to(imported.out / "components").as_posix()]
+        changed = [
+            (a, b) for a, b in zip(original.splitlines(), text.splitlines(), strict=True) if a != b
+        ]
+        assert changed and all("image:" in a for a, _ in changed)
+        assert "${PROVIDER_CREDENTIALS}" in text and text.startswith("# ")
+
+
+def test_mirror_configs_parse_and_name_the_hosts(
+    capi_bundle: CollectedBundle, imported: Imported
+) -> None:
+    source_host = next(iter(capi_bundle.providers.images)).split("/", 1)[0]
+    target = f"{imported.registry.host}/{PREFIX}"
+    hosts = tomllib.loads(
+        (imported.out / f"mirror/containerd/certs.d/{source_host}/hosts.toml").read_text()
+    )
+    assert hosts["server"] == f"https://{source_host}"
+    assert list(hosts["host"]) == [f"https://{imported.registry.host}/v2/{PREFIX}"]
+    conf = tomllib.loads(
+        (imported.out / "mirror/registries.conf.d/50-airgap-capi.conf").read_text()
+    )
+    assert conf["registry"][0]["prefix"] == source_host
+    assert conf["registry"][0]["mirror"][0]["location"] == target
+    idms, itms = yaml.safe_load_all(
+        (imported.out / "mirror/openshift/mirror-sets.yaml").read_text()
+    )
+    assert idms["spec"]["imageDigestMirrors"] == [{"source": source_host, "mirrors": [target]}]
+    assert itms["spec"]["imageTagMirrors"] == [{"source": source_host, "mirrors": [target]}]
+    overrides = yaml.safe_load((imported.out / "clusterctl-images.yaml").read_text())["images"]
+    assert overrides["cluster-api/app"]["repository"] == f"{target}/test"
+    lines = (imported.out / "mapping.txt").read_text().splitlines()
+    assert len(lines) == 5 and all("=" + target in line for line in lines)
+
+
+def test_dry_run_pushes_nothing(
+    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+) -> None:
+    registry = registry_factory("plain")
+    result = run_airgap(
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"{registry.host}/{PREFIX}",
+        "--dry-run",
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 5 and " -> " in result.stdout
+    assert catalog(registry) == []
+
+
+def _wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("stage", ["blobs", "manifests"])
+def test_killed_import_completes_on_rerun(
+    capi_bundle: CollectedBundle, registry_factory, fault_proxy_factory, tmp_path: Path, stage: str
+) -> None:
+    registry = registry_factory("plain")
+    proxy = fault_proxy_factory(registry)
+    if stage == "blobs":  # the 4th blob upload hangs: three are in, the rest are not
+        proxy.inject("PUT", r"/blobs/uploads/", status=503, delay=30, after=3)
+    else:  # every blob is in, the first manifest hangs
+        proxy.inject("PUT", r"/manifests/", status=503, delay=30)
+    args = [
+        "import",
+        str(capi_bundle.path),
+        "--key",
+        str(capi_bundle.key.public),
+        "--registry",
+        f"{proxy.host}/{PREFIX}",
+        "--concurrency",
+        "1",
+        "-q",
+        "--output-dir",
+        str(tmp_path / "killed"),
+    ]
+    process = subprocess.Popen([*AIRGAP, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        pattern = "/blobs/uploads/" if stage == "blobs" else "/manifests/"
+        _wait_for(
+            lambda: (
+                sum(1 for r in proxy.requests if r.method == "PUT" and pattern in r.path)
+                >= (4 if stage == "blobs" else 1)
+            )
+        )
+        time.sleep(0.2)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+        process.stdout.close()  # type: ignore[union-attr]
+        process.stderr.close()  # type: ignore[union-attr]
+    assert process.returncode == -signal.SIGKILL
+    assert not (tmp_path / "killed").exists()  # nothing half-written
+    again = run_airgap(
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"{registry.host}/{PREFIX}",
+        "--output-dir",
+        tmp_path / "again",
+    )
+    assert again.returncode == 0, again.stderr
+    report = json.loads((tmp_path / "again/import-report.json").read_text())
+    assert report["blobs_skipped"] >= 3
+    if stage == "manifests":
+        assert report["blobs_uploaded"] == 0 and report["manifests_pushed"] > 0
+    for source, image in capi_bundle.providers.images.items():
+        raw = skopeo.raw_manifest(target_ref(source, registry), registry=registry)
+        assert sha256_digest(raw) == image.digest
+
+
+def test_wrong_password_is_one_line_without_the_password(
+    capi_bundle: CollectedBundle, target: RegistryServer, tmp_path: Path
+) -> None:
+    args = import_args(capi_bundle, target, tmp_path / "out")
+    result = run_airgap(*args, input="not-the-password\n")
+    line = assert_clean_failure(result, 1, target.host, "401")
+    assert "not-the-password" not in result.stderr + result.stdout
+    assert "credentials were tried" in line
+
+
+def test_untrusted_ca_says_to_use_ca_file(
+    capi_bundle: CollectedBundle, target: RegistryServer, tmp_path: Path
+) -> None:
+    result = run_airgap(
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"{target.host}/{PREFIX}",
+    )
+    assert_clean_failure(result, 1, "--ca-file")
+
+
+def test_unreachable_registry(capi_bundle: CollectedBundle) -> None:
+    result = run_airgap(
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        "127.0.0.1:9/capi",
+    )
+    assert_clean_failure(result, 1, "127.0.0.1:9", "cannot connect")
+
+
+def test_refuses_a_bundle_that_fails_verification(
+    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+) -> None:
+    tampered = tmp_path / "tampered.tar"
+    tampered.write_bytes(capi_bundle.path.read_bytes())
+    with tarfile.open(tampered) as tar:
+        member = next(m for m in tar.getmembers() if "/blobs/" in m.name and m.size > 1000)
+    with tampered.open("r+b") as handle:
+        handle.seek(member.offset_data + member.size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    registry = registry_factory("plain")
+    result = run_airgap(
+        "import",
+        tampered,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"{registry.host}/{PREFIX}",
+    )
+    assert_clean_failure(result, 1, "failed verification", member.name)
+    assert catalog(registry) == []
+
+
+def test_password_stdin_needs_username(capi_bundle: CollectedBundle) -> None:
+    result = run_airgap(
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        "127.0.0.1:9/capi",
+        "--password-stdin",
+        input="x\n",
+    )
+    assert_clean_failure(result, 2, "--username")

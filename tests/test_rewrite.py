@@ -1,0 +1,137 @@
+"""Pure tests for target mapping, in-place components rewriting and mirror configs."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+import yaml
+
+from airgap.errors import InputError
+from airgap.mirror import nodeconfig
+from airgap.mirror.mapping import Target, map_images
+from airgap.mirror.rewrite import rewrite_images
+
+COMPONENTS = """\
+# leading comment stays
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: capi-system
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: capi-controller-manager   # trailing comment
+spec:
+  template:
+    spec:
+      initContainers:
+      - name: init
+        image: "busybox"
+      containers:
+      - name: manager
+        image: registry.k8s.io/cluster-api/cluster-api-controller:v1.9.4  # the manager
+        args: ["--feature-gates=MachinePool=${EXP_MACHINE_POOL:=true}"]
+      - image: '${CAPD_IMAGE:=registry.k8s.io/cluster-api/capd-manager:v1.9.4}'
+        name: capd
+      - name: other
+        image: quay.io/not/in-bundle:v1
+"""
+
+
+def _lookup(table: dict[str, str]):
+    return table.get
+
+
+def test_rewrite_changes_only_bundle_image_values() -> None:
+    table = {
+        "registry.k8s.io/cluster-api/cluster-api-controller:v1.9.4": "reg.local/capi/c:v1.9.4@sha256:aa",
+        "registry.k8s.io/cluster-api/capd-manager:v1.9.4": "reg.local/capi/d:v1.9.4@sha256:bb",
+        "docker.io/library/busybox:latest": "reg.local/capi/library/busybox:latest",
+    }
+    text, changes = rewrite_images(COMPONENTS, _lookup(table))
+    assert len(changes) == 3
+    old_lines, new_lines = COMPONENTS.splitlines(), text.splitlines()
+    assert len(old_lines) == len(new_lines)
+    differing = [(o, n) for o, n in zip(old_lines, new_lines, strict=True) if o != n]
+    assert len(differing) == 3 and all("image:" in o for o, _ in differing)
+    assert '        image: "reg.local/capi/library/busybox:latest"' in new_lines
+    assert "        image: reg.local/capi/c:v1.9.4@sha256:aa  # the manager" in new_lines
+    assert "      - image: '${CAPD_IMAGE:=reg.local/capi/d:v1.9.4@sha256:bb}'" in new_lines
+    assert "quay.io/not/in-bundle:v1" in text and "${EXP_MACHINE_POOL:=true}" in text
+    assert text.startswith("# leading comment stays\n")
+
+
+def test_rewrite_keeps_crlf_line_endings() -> None:
+    source = "containers:\r\n- image: nginx\r\n  name: x\r\n"
+    text, _ = rewrite_images(source, _lookup({"docker.io/library/nginx:latest": "r/n:1"}))
+    assert text == "containers:\r\n- image: r/n:1\r\n  name: x\r\n"
+
+
+def test_mapping_drops_host_keeps_path_adds_prefix() -> None:
+    target = Target.parse("registry.local:5000/capi")
+    (mapping,) = map_images(["registry.k8s.io/cluster-api/cluster-api-controller:v1.9.4"], target)
+    assert (
+        str(mapping.target) == "registry.local:5000/capi/cluster-api/cluster-api-controller:v1.9.4"
+    )
+    assert mapping.pinned("sha256:" + "a" * 64).endswith(":v1.9.4@sha256:" + "a" * 64)
+
+
+def test_collision_is_an_error_unless_source_registry_is_kept() -> None:
+    target = Target.parse("registry.local:5000")
+    refs = ["registry.k8s.io/x/y:v1", "quay.io/x/y:v2"]
+    with pytest.raises(InputError, match="--keep-source-registry"):
+        map_images(refs, target)
+    kept = map_images(refs + ["127.0.0.1:5000/x/y:v3"], target, keep_registry=True)
+    assert [m.target.repository for m in kept] == [
+        "registry.k8s.io/x/y",
+        "quay.io/x/y",
+        "127.0.0.1-5000/x/y",
+    ]
+
+
+def test_same_repository_twice_is_not_a_collision() -> None:
+    mappings = map_images(["quay.io/x/y:v1", "quay.io/x/y:v2"], Target.parse("r.local"))
+    assert [str(m.target) for m in mappings] == ["r.local/x/y:v1", "r.local/x/y:v2"]
+
+
+@pytest.mark.parametrize("bad", ["", "/nohost", "UPPER CASE/x"])
+def test_bad_target_is_a_usage_error(bad: str) -> None:
+    with pytest.raises(InputError):
+        Target.parse(bad)
+
+
+def test_node_configs_parse_and_name_the_hosts() -> None:
+    target = Target.parse("registry.local:5000/capi")
+    mappings = map_images(["registry.k8s.io/a/b:v1", "docker.io/library/nginx:1"], target)
+    hosts = tomllib.loads(
+        nodeconfig.containerd_hosts_toml("registry.k8s.io", target, False, "/ca.crt")
+    )
+    assert hosts["server"] == "https://registry.k8s.io"
+    (mirror,) = hosts["host"].items()
+    assert mirror == (
+        "https://registry.local:5000/v2/capi",
+        {"capabilities": ["pull", "resolve"], "override_path": True, "ca": "/ca.crt"},
+    )
+    docker = tomllib.loads(nodeconfig.containerd_hosts_toml("docker.io", target, False, None))
+    assert docker["server"] == "https://registry-1.docker.io"
+    conf = tomllib.loads(nodeconfig.registries_conf(mappings, target, False))
+    assert [(r["prefix"], r["mirror"][0]["location"]) for r in conf["registry"]] == [
+        ("docker.io", "registry.local:5000/capi"),
+        ("registry.k8s.io", "registry.local:5000/capi"),
+    ]
+    idms, itms = yaml.safe_load_all(nodeconfig.mirror_sets(mappings, target, True))
+    assert idms["kind"] == "ImageDigestMirrorSet" and itms["kind"] == "ImageTagMirrorSet"
+    assert idms["spec"]["imageDigestMirrors"][1] == {
+        "source": "registry.k8s.io",
+        "mirrors": ["registry.local:5000/capi/registry.k8s.io"],
+    }
+    override = yaml.safe_load(
+        nodeconfig.clusterctl_images(
+            {"cluster-api": ["registry.k8s.io/a/b:v1"]}, {str(m.source): m for m in mappings}
+        )
+    )
+    assert override == {
+        "images": {"cluster-api/b": {"repository": "registry.local:5000/capi/a", "tag": "v1"}}
+    }
