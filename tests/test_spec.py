@@ -146,10 +146,10 @@ PROVIDER = "providers:\n  - {name: aws, type: InfrastructureProvider, version: v
             "invalid version",
         ),
         (
-            PROVIDER + "  - {name: aws, type: InfrastructureProvider, version: v2.8.0}\n",
+            PROVIDER + "  - {name: aws, type: InfrastructureProvider, version: v2.7.1}\n",
             3,
             "providers[1]",
-            "duplicate provider aws of type InfrastructureProvider (already at providers[0])",
+            "duplicate provider aws of type InfrastructureProvider v2.7.1 (already at providers[0])",
         ),
         (
             "providers:\n  - {name: x, type: AddonProvider, version: v1.0.0, url: ftp://h/x}\n",
@@ -247,3 +247,10 @@ def test_malformed_yaml_gives_line_and_column(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="spec file not found"):
         load_spec(tmp_path / "absent.yaml")
+
+
+def test_several_versions_of_one_provider_are_allowed(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PROVIDER + "  - {name: aws, type: InfrastructureProvider, version: v2.6.0}\n")
+    versions = [p.version for p in load_spec(spec).providers]
+    assert versions == ["v2.7.1", "v2.6.0"]

@@ -85,12 +85,14 @@ def collect(
 
 
 def _fetch_providers(spec: BundleSpec, staging: Path, progress: Progress) -> list[FetchedProvider]:
-    fetched = []
+    fetched: dict[tuple[str, str, str], FetchedProvider] = {}
     with http.build_client() as client:
         for provider in spec.providers:
             progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
-            fetched.append(fetch_provider(provider, staging, client))
-    return fetched
+            result = fetch_provider(provider, staging, client)
+            # `latest` may resolve to a version that is also listed explicitly
+            fetched.setdefault((result.type.kind, result.name, result.version), result)
+    return list(fetched.values())
 
 
 def _image_references(spec: BundleSpec, providers: list[FetchedProvider]) -> list[Reference]:

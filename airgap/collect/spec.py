@@ -124,7 +124,7 @@ class _SpecReader:
         if entry is None or _is_null(entry[1]):
             return ()
         result: list[ProviderSpec] = []
-        first_at: dict[tuple[str, ProviderType], int] = {}
+        first_at: dict[tuple[str, ProviderType, str], int] = {}
         for index, node in enumerate(self.sequence(entry[1], "providers")):
             where = f"providers[{index}]"
             keys = self.mapping(node, where, _PROVIDER_KEYS)
@@ -149,12 +149,14 @@ class _SpecReader:
                 )
             url = self.optional_string(keys, where, "url", _check_url)
             components = self.optional_string(keys, where, "componentsFile", _check_filename)
-            identity = (name, ptype)
+            # Several versions of one provider may travel together (the operator picks
+            # among them by version); the first entry is the one its CR installs.
+            identity = (name, ptype, version)
             if identity in first_at:
                 raise self.error(
                     node,
                     where,
-                    f"duplicate provider {name} of type {ptype.kind} "
+                    f"duplicate provider {name} of type {ptype.kind} {version} "
                     f"(already at providers[{first_at[identity]}])",
                 )
             first_at[identity] = index
