@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -20,6 +21,9 @@ from airgap.bundle.reader import read_head
 from airgap.errors import EXIT_FAILURE, AirgapError, InputError
 from airgap.progress import Progress
 from airgap.registry.credentials import Credentials
+
+if TYPE_CHECKING:
+    from airgap.mirror.importer import ImportOptions
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size
 from airgap.verify.report import inventory_json, inventory_tables
@@ -236,16 +240,43 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
     return function
 
 
+def connection_options(function: Callable[..., int]) -> Callable[..., int]:
+    """How to reach the target registry, shared by import and configmaps."""
+    for decorator in reversed(
+        [
+            click.option(
+                "--ca-file",
+                type=click.Path(dir_okay=False, exists=True),
+                help="CA bundle (PEM) for the registry.",
+            ),
+            click.option(
+                "--insecure-skip-tls-verify", is_flag=True, help="Do not verify TLS certificates."
+            ),
+            click.option("--plain-http", is_flag=True, help="Speak plain HTTP to the registry."),
+            click.option("--username", help="Registry user (password from --password-stdin)."),
+            click.option(
+                "--password-stdin", is_flag=True, help="Read the registry password from stdin."
+            ),
+            click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 64)),
+            click.option("--namespace", help="Put every operator object in this namespace."),
+            click.option(
+                "--provider-source",
+                type=click.Choice(["selector", "oci"]),
+                default="selector",
+                show_default=True,
+                help="How provider CRs fetch manifests: labelled ConfigMaps or OCI.",
+            ),
+        ]
+    ):
+        function = decorator(function)
+    return function
+
+
 @cli.command("import")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @key_options
 @target_options
-@click.option("--ca-file", type=click.Path(dir_okay=False, exists=True), help="CA bundle (PEM).")
-@click.option("--insecure-skip-tls-verify", is_flag=True, help="Do not verify TLS certificates.")
-@click.option("--plain-http", is_flag=True, help="Speak plain HTTP to the registry.")
-@click.option("--username", help="Registry user (password from --password-stdin).")
-@click.option("--password-stdin", is_flag=True, help="Read the registry password from stdin.")
-@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 64))
+@connection_options
 @click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def import_(
@@ -304,4 +335,75 @@ def import_(
             )
         if output_dir:
             click.echo(f"wrote {output_dir}")
+    return 0
+
+
+def _import_options(
+    *,
+    registry: str,
+    keep_source_registry: bool,
+    no_pin: bool,
+    output_dir: Path | None,
+    concurrency: int,
+    ca_file: str | None,
+    insecure_skip_tls_verify: bool,
+    plain_http: bool,
+    username: str | None,
+    password_stdin: bool,
+    namespace: str | None,
+    provider_source: str,
+    dry_run: bool = False,
+    **_: object,
+) -> ImportOptions:
+    """ImportOptions from the flags import and configmaps share (other locals ignored)."""
+    from airgap.mirror.importer import ImportOptions
+    from airgap.mirror.mapping import Target
+
+    return ImportOptions(
+        target=Target.parse(registry),
+        output_dir=output_dir,
+        keep_registry=keep_source_registry,
+        pin=not no_pin,
+        dry_run=dry_run,
+        concurrency=concurrency,
+        ca_file=ca_file,
+        skip_tls_verify=insecure_skip_tls_verify,
+        plain_http=plain_http,
+        credentials=_read_password(username, password_stdin),
+        namespace=namespace,
+        provider_source=provider_source,
+    )
+
+
+@cli.command()
+@click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@key_options
+@target_options
+@connection_options
+def configmaps(
+    bundle: Path,
+    keys: tuple[Path, ...],
+    no_signature: bool,
+    registry: str,
+    keep_source_registry: bool,
+    no_pin: bool,
+    output_dir: Path | None,
+    ca_file: str | None,
+    insecure_skip_tls_verify: bool,
+    plain_http: bool,
+    username: str | None,
+    password_stdin: bool,
+    concurrency: int,
+    namespace: str | None,
+    provider_source: str,
+) -> int:
+    """Write operator ConfigMaps, provider CRs and a clusterctl repository, pushing no image."""
+    from airgap.mirror.importer import run_configmaps
+
+    if output_dir is None:
+        raise InputError("configmaps needs --output-dir")
+    trusted = load_trusted_keys(keys, no_signature)
+    files = run_configmaps(bundle, trusted, _import_options(**locals()))
+    operator = sum(1 for name in files if name.startswith("operator/"))
+    click.echo(f"wrote {operator} operator files and a clusterctl repository to {output_dir}")
     return 0

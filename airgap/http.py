@@ -103,8 +103,12 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     try:
         return float(value)
     except ValueError:
+        pass
+    try:
         parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError):  # malformed: fall back to our own backoff
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) -> NetworkError:

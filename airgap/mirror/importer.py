@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from airgap.configmaps.generate import ProviderOutputOptions, provider_outputs
 from airgap.mirror.mapping import Mapping, Target, map_images
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import Pusher, PushStats, load_tree
@@ -29,6 +30,26 @@ class ImportOptions:
     skip_tls_verify: bool = False
     plain_http: bool = False
     credentials: Credentials | None = None
+    namespace: str | None = None
+    provider_source: str = "selector"
+
+    def pool(self) -> RegistryPool:
+        """A registry pool configured for the target registry."""
+        settings = {
+            self.target.host: EndpointOptions(
+                ca_file=self.ca_file,
+                plain_http=self.plain_http,
+                skip_tls_verify=self.skip_tls_verify,
+            )
+        }
+        credentials = {self.target.host: self.credentials} if self.credentials else {}
+        return RegistryPool(
+            settings, credentials=credentials, max_connections=max(4, self.concurrency)
+        )
+
+    def provider_output_options(self) -> ProviderOutputOptions:
+        assert self.output_dir is not None
+        return ProviderOutputOptions(self.output_dir, self.namespace, self.provider_source)
 
 
 @dataclass(frozen=True)
@@ -75,37 +96,61 @@ def run_import(
     if options.dry_run:
         return ImportResult(bundle, mappings, None, time.monotonic() - started)
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
-    settings = {
-        options.target.host: EndpointOptions(
-            ca_file=options.ca_file,
-            plain_http=options.plain_http,
-            skip_tls_verify=options.skip_tls_verify,
-        )
-    }
-    credentials = {options.target.host: options.credentials} if options.credentials else {}
     by_reference = {str(m.source): m for m in mappings}
     trees = [
         load_tree(bundle, by_reference[image.reference], image.digest, image.media_type)
         for image in manifest.images
     ]
-    with RegistryPool(
-        settings, credentials=credentials, max_connections=max(4, options.concurrency)
-    ) as pool:
+    files: dict[str, bytes] = {}
+    with options.pool() as pool:
         registry = pool.registry(options.target.host)
-        stats = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress).push(
-            trees
-        )
+        pusher = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress)
+        stats = pusher.push(trees)
+        if options.output_dir is not None:
+            files = provider_outputs(
+                providers,
+                options.provider_output_options(),
+                target=options.target,
+                created=manifest.created,
+                registry=registry,
+            )
     result = ImportResult(bundle, mappings, stats, time.monotonic() - started)
     if options.output_dir is not None:
-        files = import_files(
+        ca_path = (
+            f"/etc/containerd/certs.d/{options.target.host}/ca.crt" if options.ca_file else None
+        )
+        files |= import_files(
             providers,
             mappings,
             options.target,
             keep_registry=options.keep_registry,
-            ca_path=f"/etc/containerd/certs.d/{options.target.host}/ca.crt"
-            if options.ca_file
-            else None,
+            ca_path=ca_path,
         )
         files["import-report.json"] = json_bytes(result.report())
         write_tree(options.output_dir, files)
     return result
+
+
+def run_configmaps(
+    bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
+) -> dict[str, bytes]:
+    """Operator objects and the clusterctl repository, without pushing any image.
+
+    The references are the ones an import into the same target produces."""
+    bundle, mappings = verified_mappings(bundle_path, keys, options)
+    manifest = bundle.require_verified()
+    providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+    output = options.provider_output_options()
+    if options.provider_source == "oci":
+        with options.pool() as pool:
+            files = provider_outputs(
+                providers,
+                output,
+                target=options.target,
+                created=manifest.created,
+                registry=pool.registry(options.target.host),
+            )
+    else:
+        files = provider_outputs(providers, output, target=options.target, created=manifest.created)
+    write_tree(output.output_dir, files)
+    return files

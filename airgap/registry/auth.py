@@ -110,10 +110,10 @@ class Authenticator:
             policy=self._policy,
         )
         if response.status_code in (401, 403):
+            tried = "credentials were tried" if self._credentials else "no credentials were found"
             raise AuthError(
-                f"registry {self.host}: token service refused "
-                f"{'the stored credentials' if self._credentials else 'anonymous access'} "
-                f"(HTTP {response.status_code})",
+                f"registry {self.host}: token service refused access "
+                f"(HTTP {response.status_code}; {tried})",
                 response.status_code,
             )
         if response.status_code >= 400:

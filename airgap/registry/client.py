@@ -119,7 +119,10 @@ class Registry:
         refresh = False
         for _ in range(2):
             request_headers = dict(headers or {})
-            authorization = self._auth.header(scopes, refresh=refresh)
+            try:
+                authorization = self._auth.header(scopes, refresh=refresh)
+            except HTTPStatusError as exc:  # the token service refused: say what we were doing
+                raise type(exc)(f"{what}: {exc}", exc.status) from None
             if authorization:
                 request_headers["Authorization"] = authorization
 
@@ -242,13 +245,16 @@ class Registry:
             sink.truncate()
             hasher = hashlib.sha256()
             received = 0
-            response = self._send(
-                "GET",
-                f"{repository}/blobs/{digest}",
-                (repository_scope(repository, "pull"),),
-                what=what,
-                stream=True,
-            )
+            try:
+                response = self._send(
+                    "GET",
+                    f"{repository}/blobs/{digest}",
+                    (repository_scope(repository, "pull"),),
+                    what=what,
+                    stream=True,
+                )
+            except NetworkError as exc:  # http.send already spent the policy's attempts
+                raise _Final(exc) from None
             assert response is not None
             try:
                 for chunk in response.iter_raw():
@@ -257,6 +263,10 @@ class Registry:
                     received += len(chunk)
                     if on_bytes:
                         on_bytes(len(chunk))
+            except httpx.TransportError:
+                if on_bytes and received:
+                    on_bytes(-received)  # progress: these bytes are fetched again
+                raise
             finally:
                 response.close()
             actual = "sha256:" + hasher.hexdigest()
@@ -266,7 +276,14 @@ class Registry:
                     f"digest {actual} and size {received} (expected size {size})"
                 )
 
-        http.with_retries(attempt, policy=self._policy, what=f"{what}: blob {digest}")
+        try:
+            http.with_retries(
+                attempt,
+                policy=self._policy,
+                what=f"{what}: registry {self.display_name}: blob {digest}",
+            )
+        except _Final as final:
+            raise final.error from None
 
     def mount_blob(self, repository: str, digest: str, source: str, *, what: str) -> bool:
         """Ask the registry to link a blob from another repository; True if it did."""
@@ -403,6 +420,14 @@ class Registry:
         )
         assert response is not None
         response.close()
+
+
+class _Final(Exception):
+    """Carries an error that ``http.with_retries`` must not retry again."""
+
+    def __init__(self, error: AirgapError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _limit(chunks: Iterator[bytes], length: int) -> Iterator[bytes]:

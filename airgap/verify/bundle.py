@@ -7,20 +7,23 @@ read by offset from the tar that was just hashed.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.errors import BundleError, SignatureError
+from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.findings import Failure
 from airgap.verify.scan import Member, ScanResult, scan
 
 READ_CHUNK = 1 << 20
+ED25519_SIGNATURE_BYTES = 64
 
 
 @dataclass
@@ -84,7 +87,7 @@ def verify_bundle(path: Path, keys: list[Ed25519PublicKey] | None) -> VerifiedBu
         result.manifest_bytes or b"",
     )
     if result.manifest is not None:
-        present = set(result.members)
+        present = {name: member.size for name, member in result.members.items()}
         bundle.failures.extend(check_layout(result.manifest, bundle.read, present))
         bundle.failures.extend(check_providers(result.manifest, bundle.read, present))
     return bundle
@@ -94,7 +97,21 @@ def _check_signature(result: ScanResult, keys: list[Ed25519PublicKey] | None) ->
     if keys is None or result.manifest_bytes is None or result.signature is None:
         return None
     try:
+        raw = base64.b64decode(result.signature.strip(), validate=True)
+    except ValueError:
+        result.fail("signature", SIGNATURE_NAME, "is not valid base64")
+        return None
+    if len(raw) != ED25519_SIGNATURE_BYTES:
+        result.fail("signature", SIGNATURE_NAME, f"is {len(raw)} bytes, not an Ed25519 signature")
+        return None
+    try:
         return verify_signature(result.signature, result.manifest_bytes, keys)
-    except SignatureError as exc:
-        result.fail("signature", "airgap-bundle.json.sig", str(exc))
+    except SignatureError:
+        trusted = ", ".join(fingerprint(key) for key in keys)
+        result.fail(
+            "signature",
+            SIGNATURE_NAME,
+            f"does not verify {MANIFEST_NAME} with any trusted key ({trusted}): the "
+            "manifest or its signature was altered, or an untrusted key signed it",
+        )
         return None

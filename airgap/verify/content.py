@@ -1,87 +1,230 @@
 """Checks over what the verified members say: the OCI layout and the providers.
 
 These run after the scan, reading only members whose sha256 already matched the signed
-manifest, so anything they parse is exactly what was signed.
+manifest, so anything they parse is exactly what was signed. ``present`` maps each such
+member to its size; a member the manifest lists but that is not present failed the scan.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import posixpath
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from airgap.bundle.format import IMAGES_DIR, BundleManifest, ProviderRecord, blob_member
+from airgap.bundle.format import (
+    IMAGES_DIR,
+    PROVIDERS_DIR,
+    BundleManifest,
+    ImageRecord,
+    ProviderRecord,
+    blob_member,
+)
 from airgap.errors import AirgapError, InputError
-from airgap.oci import REF_NAME_ANNOTATION, Manifest
+from airgap.oci import INDEX_TYPES, REF_NAME_ANNOTATION, Descriptor, Manifest, digest_hex
 from airgap.providers.metadata import parse_metadata
 from airgap.providers.types import ProviderType
 from airgap.verify.findings import Failure
 
 MAX_MANIFEST_BYTES = 4 << 20
+MAX_PROVIDER_FILE_BYTES = 64 << 20
 INDEX_MEMBER = f"{IMAGES_DIR}/index.json"
+LAYOUT_MEMBER = f"{IMAGES_DIR}/oci-layout"
 ReadMember = Callable[[str], bytes]
+_MALFORMED = (AirgapError, ValueError, KeyError, TypeError, AttributeError)
 
 
-def check_layout(manifest: BundleManifest, read: ReadMember, present: set[str]) -> list[Failure]:
-    """Every listed image is named in index.json, and its whole tree is present."""
-    failures: list[Failure] = []
-    if INDEX_MEMBER not in present:
-        return [Failure("layout", INDEX_MEMBER, "missing or failed verification")]
-    try:
-        index = json.loads(read(INDEX_MEMBER))
-        named = {
-            entry["annotations"][REF_NAME_ANNOTATION]: entry
-            for entry in index.get("manifests", [])
-            if REF_NAME_ANNOTATION in (entry.get("annotations") or {})
-        }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return [Failure("layout", INDEX_MEMBER, f"does not parse: {exc}")]
+@dataclass
+class _Layout:
+    """What the layout walk needs, and the manifests already parsed (by digest)."""
+
+    manifest: BundleManifest
+    read: ReadMember
+    present: Mapping[str, int]
+    listed: set[str] = field(default_factory=set)
+    parsed: dict[str, Manifest | str] = field(default_factory=dict)  # digest -> manifest/error
+
+    def absent(self, member: str) -> str:
+        """Why a member is not among the verified ones."""
+        if member in self.listed:
+            return "is missing or damaged"
+        return "is not in the bundle"
+
+
+def check_layout(
+    manifest: BundleManifest, read: ReadMember, present: Mapping[str, int]
+) -> list[Failure]:
+    """The layout is an OCI layout; every listed image is named in index.json with the
+    manifest's digest; every manifest and index reachable from index.json parses and
+    every blob it references is present with the size its descriptor says."""
+    layout = _Layout(manifest, read, present, {f.path for f in manifest.files})
+    failures = _check_oci_layout(layout)
+    entries = _index_entries(layout)
+    if isinstance(entries, Failure):
+        return [*failures, entries]
+    named: dict[str, Descriptor] = {}
+    for number, entry in enumerate(entries, 1):
+        name = entry.annotations.get(REF_NAME_ANNOTATION)
+        if not name:
+            failures.append(Failure("layout", INDEX_MEMBER, f"entry {number} has no ref.name"))
+            continue
+        if name in named:
+            failures.append(Failure("layout", INDEX_MEMBER, f"names {name} more than once"))
+            continue
+        named[name] = entry
+    images = {image.reference: image for image in manifest.images}
     for image in manifest.images:
-        entry = named.get(image.reference)
-        if entry is None:
-            failures.append(Failure("image", image.reference, "is not named in images/index.json"))
-            continue
-        if entry.get("digest") != image.digest:
+        failures.extend(_check_image(image, named.get(image.reference), layout))
+    for name, entry in named.items():
+        if name not in images:
             failures.append(
-                Failure(
-                    "image",
-                    image.reference,
-                    f"index.json names {entry.get('digest')}, the manifest says {image.digest}",
-                )
+                Failure("layout", INDEX_MEMBER, f"names {name}, which the manifest does not list")
             )
-            continue
-        failures.extend(_walk(image.reference, image.digest, image.media_type, read, present))
+            failures.extend(_walk(name, entry, layout, set()))
     return failures
+
+
+def _check_oci_layout(layout: _Layout) -> list[Failure]:
+    if LAYOUT_MEMBER not in layout.present:
+        if not layout.manifest.images:
+            return []
+        return [Failure("layout", LAYOUT_MEMBER, layout.absent(LAYOUT_MEMBER))]
+    try:
+        version = json.loads(layout.read(LAYOUT_MEMBER))["imageLayoutVersion"]
+    except _MALFORMED as exc:
+        return [Failure("layout", LAYOUT_MEMBER, f"does not parse: {exc}")]
+    if not isinstance(version, str):
+        return [Failure("layout", LAYOUT_MEMBER, f"imageLayoutVersion {version!r} is not a string")]
+    return []
+
+
+def _index_entries(layout: _Layout) -> list[Descriptor] | Failure:
+    if INDEX_MEMBER not in layout.present:
+        if not layout.manifest.images and INDEX_MEMBER not in layout.listed:
+            return []
+        return Failure("layout", INDEX_MEMBER, layout.absent(INDEX_MEMBER))
+    if layout.present[INDEX_MEMBER] > MAX_MANIFEST_BYTES:
+        return Failure("layout", INDEX_MEMBER, "is implausibly large")
+    try:
+        index = Manifest.from_bytes(layout.read(INDEX_MEMBER))
+        if not index.is_index:
+            raise AirgapError(f"it is a {index.media_type}, not an image index")
+        return index.children()
+    except _MALFORMED as exc:
+        return Failure("layout", INDEX_MEMBER, f"does not parse: {exc}")
+
+
+def _check_image(image: ImageRecord, entry: Descriptor | None, layout: _Layout) -> list[Failure]:
+    if entry is None:
+        return [Failure("image", image.reference, f"is not named in {INDEX_MEMBER}")]
+    if entry.digest != image.digest:
+        return [
+            Failure(
+                "image",
+                image.reference,
+                f"{INDEX_MEMBER} names {entry.digest}, the manifest says {image.digest}",
+            )
+        ]
+    failures = _walk(image.reference, entry, layout, set())
+    if not failures and image.media_type in INDEX_TYPES:
+        failures.extend(_check_platforms(image, layout))
+    return failures
+
+
+def _check_platforms(image: ImageRecord, layout: _Layout) -> list[Failure]:
+    """The platforms the manifest claims (policy relies on them) are in the index."""
+    top = layout.parsed.get(image.digest)
+    if not isinstance(top, Manifest):
+        return []
+    have = {child.platform for child in top.children() if child.platform}
+    claimed = [p for p in image.platforms if p not in have]
+    if not claimed:
+        return []
+    return [
+        Failure(
+            "image",
+            image.reference,
+            f"the manifest claims platforms {', '.join(claimed)} its index does not hold",
+        )
+    ]
+
+
+def _parse(descriptor: Descriptor, layout: _Layout) -> Manifest | str:
+    """The manifest a descriptor points at, or why it cannot be had; parsed once."""
+    try:
+        member = blob_member(f"sha256:{digest_hex(descriptor.digest)}")
+    except AirgapError as exc:
+        return str(exc)
+    size = layout.present.get(member)
+    if size is None:
+        return f"manifest {descriptor.digest} {layout.absent(member)}"
+    if size != descriptor.size:
+        return (
+            f"manifest {descriptor.digest} is {size} bytes, its descriptor says {descriptor.size}"
+        )
+    if size > MAX_MANIFEST_BYTES:
+        return f"manifest {descriptor.digest} is implausibly large ({size} bytes)"
+    known = layout.parsed.get(descriptor.digest)
+    if known is not None:
+        return known
+    outcome: Manifest | str
+    try:
+        parsed = Manifest.from_bytes(layout.read(member), descriptor.media_type or None)
+        parsed.children()  # both raise on malformed descriptors
+        parsed.blobs()
+        outcome = parsed
+    except _MALFORMED as exc:
+        outcome = f"manifest {descriptor.digest} does not parse: {exc}"
+    layout.parsed[descriptor.digest] = outcome
+    return outcome
 
 
 def _walk(
-    reference: str, digest: str, media_type: str, read: ReadMember, present: set[str]
+    reference: str, descriptor: Descriptor, layout: _Layout, visited: set[str]
 ) -> list[Failure]:
     """Parse a manifest and check that every blob it needs is present and verified."""
-    member = blob_member(digest)
-    if member not in present:
-        return [Failure("image", reference, f"manifest {digest} is missing or corrupt")]
-    data = read(member)
-    try:
-        parsed = Manifest.from_bytes(data, media_type)
-    except AirgapError as exc:
-        return [Failure("image", reference, f"manifest {digest} does not parse: {exc}")]
+    if descriptor.digest in visited:
+        return []
+    visited.add(descriptor.digest)
+    parsed = _parse(descriptor, layout)
+    if isinstance(parsed, str):
+        return [Failure("image", reference, parsed)]
     failures: list[Failure] = []
     for child in parsed.children():
-        failures.extend(_walk(reference, child.digest, child.media_type, read, present))
+        failures.extend(_walk(reference, child, layout, visited))
     for blob in parsed.blobs():
-        if blob_member(blob.digest) not in present:
-            failures.append(
-                Failure("image", reference, f"blob {blob.digest} is missing or corrupt")
-            )
+        if blob.digest in visited:
+            continue
+        visited.add(blob.digest)
+        problem = _blob_problem(blob, layout)
+        if problem:
+            failures.append(Failure("image", reference, problem))
     return failures
 
 
-def check_providers(manifest: BundleManifest, read: ReadMember, present: set[str]) -> list[Failure]:
-    """Each provider's metadata declares its contract; all share the core's contract."""
+def _blob_problem(blob: Descriptor, layout: _Layout) -> str | None:
+    try:
+        member = blob_member(f"sha256:{digest_hex(blob.digest)}")
+    except AirgapError as exc:
+        return str(exc)
+    size = layout.present.get(member)
+    if size is None:
+        return f"blob {blob.digest} {layout.absent(member)}"
+    if size != blob.size:
+        return f"blob {blob.digest} is {size} bytes, its descriptor says {blob.size}"
+    return None
+
+
+def check_providers(
+    manifest: BundleManifest, read: ReadMember, present: Mapping[str, int]
+) -> list[Failure]:
+    """Each provider's files are where clusterctl looks for them, its metadata declares
+    a contract for its version, and all providers share the core provider's contract."""
     failures: list[Failure] = []
     listed = {image.reference for image in manifest.images}
+    files = {f.path for f in manifest.files}
     for provider in manifest.providers:
-        failures.extend(_check_provider(provider, read, present))
+        failures.extend(_check_provider(provider, read, present, files))
         for image in provider.images:
             if image not in listed:
                 failures.append(
@@ -99,21 +242,30 @@ def _name(provider: ProviderRecord) -> str:
     return f"{provider.type}/{provider.name} {provider.version}"
 
 
-def _check_provider(provider: ProviderRecord, read: ReadMember, present: set[str]) -> list[Failure]:
+def _check_provider(
+    provider: ProviderRecord, read: ReadMember, present: Mapping[str, int], files: set[str]
+) -> list[Failure]:
+    directory = f"{PROVIDERS_DIR}/{provider.label}/{provider.version}"
     for member in (provider.metadata, provider.components):
+        if posixpath.dirname(member) != directory:
+            return [Failure("provider", _name(provider), f"{member} is not in {directory}/")]
         if member not in present:
-            return [Failure("provider", _name(provider), f"{member} is missing or corrupt")]
+            why = "is missing or damaged" if member in files else "is not in the bundle"
+            return [Failure("provider", _name(provider), f"{member} {why}")]
+    if present[provider.metadata] > MAX_PROVIDER_FILE_BYTES:
+        return [Failure("provider", _name(provider), f"{provider.metadata} is implausibly large")]
     try:
         metadata = parse_metadata(read(provider.metadata).decode(), provider.metadata)
+        declared = metadata.contract_for(provider.version)
     except (InputError, UnicodeDecodeError) as exc:
         return [Failure("provider", _name(provider), f"metadata does not parse: {exc}")]
-    declared = metadata.contract_for(provider.version)
     if declared is None:
         return [
             Failure(
                 "provider",
                 _name(provider),
-                f"{provider.metadata} declares no contract for {provider.version}",
+                f"{provider.metadata} declares no contract for {provider.version} "
+                f"(release series: {metadata.describe_series() or 'none'})",
             )
         ]
     if declared != provider.contract:
@@ -121,7 +273,8 @@ def _check_provider(provider: ProviderRecord, read: ReadMember, present: set[str
             Failure(
                 "provider",
                 _name(provider),
-                f"metadata says contract {declared}, the manifest says {provider.contract}",
+                f"{provider.metadata} says contract {declared}, "
+                f"the manifest says {provider.contract}",
             )
         ]
     return []
@@ -138,7 +291,7 @@ def _check_contracts(providers: list[ProviderRecord]) -> list[Failure]:
         failures.append(
             Failure(
                 "provider",
-                "CoreProvider",
+                ProviderType.CORE.kind,
                 f"core provider versions disagree on contract: {sorted(contracts)}",
             )
         )

@@ -5,11 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on one line: control characters, and bytes that were not
+    UTF-8 in a tar header (surrogate escapes), become backslash escapes."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
 @dataclass(frozen=True)
 class Failure:
     kind: str  # signature, tar, member, layout, image, provider, policy
     subject: str  # the member, image, provider or rule concerned
     message: str
+
+    def __post_init__(self) -> None:
+        # Subjects and messages quote member names and manifest fields, which a tampered
+        # bundle controls: keep every failure one printable, encodable line.
+        object.__setattr__(self, "subject", printable(self.subject))
+        object.__setattr__(self, "message", printable(self.message))
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.subject}: {self.message}"

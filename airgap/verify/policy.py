@@ -24,10 +24,10 @@ from typing import Any
 import yaml
 
 from airgap.bundle.format import BundleManifest
-from airgap.errors import SpecError
+from airgap.errors import InputError, SpecError
 from airgap.oci import INDEX_TYPES, platform_matches
 from airgap.providers.types import ProviderType
-from airgap.reference import parse_reference
+from airgap.reference import Reference, parse_reference
 
 _AGE_RE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -75,6 +75,8 @@ def load_policy(path: Path) -> Policy:
         document = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise SpecError(f"cannot read policy {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: a policy is UTF-8 YAML ({exc.reason})") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -83,21 +85,42 @@ def load_policy(path: Path) -> Policy:
         document = {}
     if not isinstance(document, dict):
         raise SpecError(f"{path}: a policy is a mapping of rules")
-    unknown = sorted(set(document) - _KEYS)
+    unknown = sorted(str(key) for key in document if key not in _KEYS)
     if unknown:
         raise SpecError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
     return Policy(
-        allowed_registries=_strings(document, "allowedRegistries", path) or None
-        if "allowedRegistries" in document
-        else None,
+        allowed_registries=(
+            _strings(document, "allowedRegistries", path)
+            if "allowedRegistries" in document
+            else None
+        ),
         require_digests=_bool(document, "requireDigests", path),
         forbidden_tags=_strings(document, "forbiddenTags", path),
-        required_platforms=_strings(document, "requiredPlatforms", path),
+        required_platforms=_platforms_of(document, path),
         max_age=_age(document.get("maxAge"), path),
-        required_provider_types=tuple(
-            ProviderType.parse(t).kind for t in _strings(document, "requiredProviderTypes", path)
-        ),
+        required_provider_types=_types_of(document, path),
     )
+
+
+def _platforms_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
+    platforms = _strings(document, "requiredPlatforms", path)
+    for platform in platforms:
+        parts = platform.split("/")
+        if not 2 <= len(parts) <= 3 or not all(parts):
+            raise SpecError(
+                f"{path}: requiredPlatforms: {platform!r} is not os/arch or os/arch/variant"
+            )
+    return platforms
+
+
+def _types_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
+    kinds = []
+    for text in _strings(document, "requiredProviderTypes", path):
+        try:
+            kinds.append(ProviderType.parse(text).kind)
+        except InputError as exc:
+            raise SpecError(f"{path}: requiredProviderTypes: {exc}") from exc
+    return tuple(kinds)
 
 
 def _strings(document: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
@@ -120,7 +143,10 @@ def _age(value: Any, path: Path) -> timedelta | None:
     match = _AGE_RE.match(str(value).strip())
     if not match:
         raise SpecError(f"{path}: maxAge must look like 30d, 12h or 90m, not {value!r}")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError as exc:
+        raise SpecError(f"{path}: maxAge {value!r} is too large") from exc
 
 
 def evaluate(
@@ -142,32 +168,43 @@ def _result(rule: str, offending: list[str], message: str) -> RuleResult:
     return RuleResult(rule, not offending, offending, message if offending else "")
 
 
+def _parse(reference: str) -> Reference | None:
+    try:
+        return parse_reference(reference)
+    except InputError:
+        return None
+
+
 def _allowed(policy: Policy, manifest: BundleManifest) -> RuleResult:
     patterns = policy.allowed_registries or ()
     offending = []
     for image in manifest.images:
-        ref = parse_reference(image.reference)
-        if not any(
+        ref = _parse(image.reference)
+        if ref is None or not any(
             fnmatch.fnmatchcase(ref.registry, p) or fnmatch.fnmatchcase(ref.name, p)
             for p in patterns
         ):
             offending.append(image.reference)
-    return _result(
-        "allowedRegistries", offending, f"images from registries outside {', '.join(patterns)}"
-    )
+    allowed = ", ".join(patterns) if patterns else "(none allowed)"
+    return _result("allowedRegistries", offending, f"images from registries outside {allowed}")
 
 
 def _digests(manifest: BundleManifest) -> RuleResult:
-    offending = [i.reference for i in manifest.images if "@sha256:" not in i.reference]
+    offending = []
+    for image in manifest.images:
+        ref = _parse(image.reference)
+        if ref is None or ref.digest is None:
+            offending.append(image.reference)
     return _result("requireDigests", offending, "image references not pinned by digest")
 
 
 def _tags(policy: Policy, manifest: BundleManifest) -> RuleResult:
-    offending = [
-        i.reference
-        for i in manifest.images
-        if parse_reference(i.reference).tag in policy.forbidden_tags
-    ]
+    offending = []
+    for image in manifest.images:
+        ref = _parse(image.reference)
+        tag = ref.tag if ref else None
+        if tag is not None and any(fnmatch.fnmatchcase(tag, p) for p in policy.forbidden_tags):
+            offending.append(image.reference)
     return _result("forbiddenTags", offending, f"images tagged {', '.join(policy.forbidden_tags)}")
 
 
@@ -183,15 +220,39 @@ def _platforms(policy: Policy, manifest: BundleManifest) -> RuleResult:
         ]
         if missing:
             offending.append(f"{image.reference} (missing {', '.join(missing)})")
-    return _result("requiredPlatforms", offending, "multi-arch images lacking required platforms")
+    return _result(
+        "requiredPlatforms",
+        offending,
+        f"multi-arch images lacking {', '.join(policy.required_platforms)}",
+    )
+
+
+def _created(manifest: BundleManifest) -> datetime | None:
+    try:
+        created = datetime.fromisoformat(manifest.created)
+    except ValueError:
+        return None
+    return created if created.tzinfo else created.replace(tzinfo=UTC)
 
 
 def _age_rule(policy: Policy, manifest: BundleManifest, now: datetime | None) -> RuleResult:
     assert policy.max_age is not None
-    created = datetime.strptime(manifest.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    created = _created(manifest)
+    if created is None:
+        return _result(
+            "maxAge", [f"created {manifest.created!r}"], "bundle creation time is not a timestamp"
+        )
     age = (now or datetime.now(tz=UTC)) - created
     offending = [f"created {manifest.created}"] if age > policy.max_age else []
-    return _result("maxAge", offending, f"bundle older than {policy.max_age}")
+    return _result("maxAge", offending, f"bundle older than {_describe(policy.max_age)}")
+
+
+def _describe(age: timedelta) -> str:
+    seconds = int(age.total_seconds())
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _types(policy: Policy, manifest: BundleManifest) -> RuleResult:

@@ -28,20 +28,30 @@ class Report:
         return self.bundle.failures + policy_failures
 
     @property
+    def policy_passed(self) -> bool:
+        return all(r.passed for r in self.policy)
+
+    @property
     def ok(self) -> bool:
         return self.bundle.manifest is not None and not self.failures
 
+    def _signed(self) -> str:
+        if self.signature_checked:
+            return f"signed by {self.bundle.signer}"
+        return "SIGNATURE NOT CHECKED (--no-signature): authenticity unknown"
+
     def verdict(self) -> str:
         manifest = self.bundle.manifest
+        if manifest is not None and self.bundle.verified and not self.policy_passed:
+            rules = [r.rule for r in self.policy if not r.passed]
+            return (
+                f"Bundle NOT verified: policy failed ({', '.join(rules)}); "
+                f"contents intact and {self._signed()}"
+            )
         if not self.ok or manifest is None:
             return f"Bundle NOT verified: {len(self.failures)} failure(s)"
-        signed = (
-            f"signed by {self.bundle.signer}"
-            if self.signature_checked
-            else "SIGNATURE NOT CHECKED (--no-signature): authenticity unknown"
-        )
         return (
-            f"Bundle verified: {signed}, {len(manifest.providers)} providers, "
+            f"Bundle verified: {self._signed()}, {len(manifest.providers)} providers, "
             f"{len(manifest.images)} images, {human_size(manifest.total_size)}"
         )
 
@@ -69,6 +79,7 @@ class Report:
             "verified": self.ok,
             "signature": self.bundle.signer,
             "signatureChecked": self.signature_checked,
+            "policyPassed": self.policy_passed,
             **inventory,
             "failures": [f.to_json() for f in self.failures],
             "policy": [r.to_json() for r in self.policy],

@@ -10,17 +10,28 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import tarfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest, FileRecord
+from airgap.bundle.format import (
+    IMAGES_DIR,
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    BundleManifest,
+    FileRecord,
+)
 from airgap.errors import BundleError, InputError
-from airgap.verify.findings import Failure
+from airgap.verify.findings import Failure, printable
 
 READ_SIZE = 1 << 20
 MAX_HEAD_BYTES = 64 << 20
+MAX_SIGNATURE_BYTES = 4 << 10
+BLOCK = tarfile.BLOCKSIZE
+_BLOB_RE = re.compile(rf"^{IMAGES_DIR}/blobs/sha256/[0-9a-f]{{64}}$")
 
 
 @dataclass(frozen=True)
@@ -54,19 +65,25 @@ def _unsafe_reason(info: tarfile.TarInfo) -> str | None:
         return "is a device file"
     if info.isfifo():
         return "is a FIFO"
+    if info.issparse():
+        return "is a sparse file"
     if not (info.isreg() or info.isdir()):
         return f"has unsupported member type {info.type!r}"
     name = info.name
+    if not name:
+        return "has an empty name"
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         return "has an absolute path"
     if ".." in name.split("/"):
         return "has a '..' path component"
-    if "\\" in name or "\x00" in name or any(ord(c) < 32 for c in name):
-        return "has a name with control characters or backslashes"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         return "has a name that is not valid UTF-8"
+    if "\\" in name or not name.isprintable():
+        return "has a name with control characters or backslashes"
+    if unicodedata.normalize("NFC", name) != name:
+        return "has a name that is not NFC-normalised UTF-8"
     if posixpath.normpath(name) != name.rstrip("/"):
         return "has a name that is not normalised"
     return None
@@ -93,38 +110,50 @@ def _read_small(handle: BinaryIO, info: tarfile.TarInfo) -> bytes:
 
 def scan(path: Path) -> ScanResult:
     """Scan the bundle at ``path``; failures are collected, not raised, so a report can
-    list everything wrong. Only an unreadable file raises."""
+    list everything wrong. Only a file that cannot be opened raises."""
     try:
         handle: BinaryIO = path.open("rb")
     except OSError as exc:
         raise InputError(f"cannot open bundle {path}: {exc.strerror}") from exc
     result = ScanResult()
-    with handle, _open_tar(handle, path) as tar:
-        _scan_members(tar, handle, result)
+    with handle:
+        tar = _open_tar(handle, path, result)
+        if tar is None:
+            return result
+        with tar:
+            _scan_members(tar, handle, result)
     _check_completeness(result)
     return result
 
 
-def _open_tar(handle: BinaryIO, path: Path) -> tarfile.TarFile:
+def _open_tar(handle: BinaryIO, path: Path, result: ScanResult) -> tarfile.TarFile | None:
     try:
-        return tarfile.open(fileobj=handle, mode="r:", errorlevel=2)
+        return tarfile.open(fileobj=handle, mode="r:", encoding="utf-8", errors="surrogateescape")
     except tarfile.TarError as exc:
-        raise BundleError(f"{path} is not a tar archive: {exc}") from exc
+        result.fail("tar", path.name, f"is not a readable tar archive: {exc}")
+        return None
 
 
 def _scan_members(tar: tarfile.TarFile, handle: BinaryIO, result: ScanResult) -> None:
     buffer = memoryview(bytearray(READ_SIZE))
     expected: dict[str, FileRecord] = {}
+    seen: set[str] = set()
     position = 0
+    last = "the start of the archive"
     while True:
         try:
             info = tar.next()
         except tarfile.TarError as exc:
-            result.fail("tar", "archive", f"unreadable after member {position}: {exc}")
+            result.fail("tar", "archive", f"is truncated or corrupt after {last}: {exc}")
             return
+        # tarfile remembers every header it reads; a scan needs none of them, and a
+        # bundle of a million blobs should not cost a million TarInfo objects.
+        tar.members.clear()  # type: ignore[attr-defined]  # not in typeshed
         if info is None:
+            _check_end(handle, tar.offset, last, buffer, result)
             return
         position += 1
+        last = f"member {position} ({info.name})"
         reason = _unsafe_reason(info)
         if reason:
             result.fail("member", info.name, reason)
@@ -133,8 +162,46 @@ def _scan_members(tar: tarfile.TarFile, handle: BinaryIO, result: ScanResult) ->
             continue
         if position <= 2:
             _read_head_member(handle, info, position, result, expected)
+            seen.add(info.name)
             continue
+        if info.name in seen:
+            result.fail("member", info.name, "appears more than once")
+            continue
+        seen.add(info.name)
         _hash_member(handle, info, buffer, result, expected)
+
+
+def _check_end(
+    handle: BinaryIO, offset: int, last: str, buffer: memoryview, result: ScanResult
+) -> None:
+    """tarfile stops quietly at a zero block, a corrupt header or the end of the file;
+    only two zero blocks, then nothing but zeros, are a complete archive."""
+    handle.seek(offset)
+    zeros = 0
+    while True:
+        got = handle.readinto(buffer)  # type: ignore[attr-defined]
+        if not got:
+            break
+        data = bytes(buffer[:got])
+        stripped = data.lstrip(b"\0")
+        if stripped:
+            where = offset + zeros + (got - len(stripped))
+            if zeros + (got - len(stripped)) >= BLOCK:
+                result.fail(
+                    "tar", "archive", f"has data after the end-of-archive marker at byte {where}"
+                )
+            elif zeros + got < BLOCK:
+                result.fail("tar", "archive", f"is truncated: partial tar header after {last}")
+            else:
+                result.fail(
+                    "tar", "archive", f"has a corrupt tar header at byte {offset} after {last}"
+                )
+            return
+        zeros += got
+    if zeros < 2 * BLOCK:
+        result.fail(
+            "tar", "archive", f"is truncated: it ends after {last} without an end-of-archive marker"
+        )
 
 
 def _read_head_member(
@@ -148,12 +215,13 @@ def _read_head_member(
     if info.name != wanted:
         result.fail("member", info.name, f"found where {wanted} must be (member {position})")
         return
-    if info.size > MAX_HEAD_BYTES:
-        result.fail("member", info.name, "is implausibly large")
+    limit = MAX_HEAD_BYTES if position == 1 else MAX_SIGNATURE_BYTES
+    if info.size > limit:
+        result.fail("member", info.name, f"is implausibly large ({info.size} bytes)")
         return
     data = _read_small(handle, info)
     if len(data) != info.size:
-        result.fail("tar", info.name, "is truncated")
+        result.fail("tar", info.name, f"is truncated ({len(data)} of {info.size} bytes)")
         return
     if position == 2:
         result.signature = data
@@ -175,9 +243,6 @@ def _hash_member(
     expected: dict[str, FileRecord],
 ) -> None:
     name = info.name
-    if name in (MANIFEST_NAME, SIGNATURE_NAME) or name in result.members:
-        result.fail("member", name, "appears more than once")
-        return
     record = expected.get(name)
     if record is None:
         if result.manifest is not None:
@@ -204,10 +269,15 @@ def _check_completeness(result: ScanResult) -> None:
     if result.manifest is None:
         return
     failed = {f.subject for f in result.failures}
+    listed: set[str] = set()
     for record in result.manifest.files:
-        if record.path not in result.members and record.path not in failed:
+        if record.path in listed:
+            result.fail("member", record.path, "is listed twice in the bundle manifest")
+        listed.add(record.path)
+        if record.path not in result.members and printable(record.path) not in failed:
             result.fail("member", record.path, "is listed in the manifest but missing")
-        if record.path.startswith("images/blobs/sha256/") and (
-            record.path.rsplit("/", 1)[1] != record.sha256
-        ):
-            result.fail("layout", record.path, "blob name does not equal its sha256 digest")
+        if record.path.startswith(f"{IMAGES_DIR}/blobs/"):
+            if not _BLOB_RE.match(record.path):
+                result.fail("layout", record.path, "is not named blobs/sha256/<64 hex digits>")
+            elif record.path.rsplit("/", 1)[1] != record.sha256:
+                result.fail("layout", record.path, "blob name does not equal its sha256 digest")

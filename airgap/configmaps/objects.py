@@ -1,0 +1,196 @@
+"""Kubernetes objects for the Cluster API operator's selector source (pure).
+
+One ConfigMap per provider version, named ``<type>-<name>-<version>`` and labelled the
+way the operator labels its own, plus a selector label of ours so a provider CR selects
+exactly our ConfigMaps and never ones the operator made itself. Provider CRs
+(operator.cluster.x-k8s.io/v1alpha2) select them; a Secret per provider lists the
+clusterctl variables its components use.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from airgap.errors import AirgapError, InputError
+from airgap.providers.components import Variable
+from airgap.providers.types import ProviderType
+
+OPERATOR_API = "operator.cluster.x-k8s.io/v1alpha2"
+NAME_LABEL = "provider.cluster.x-k8s.io/name"
+TYPE_LABEL = "provider.cluster.x-k8s.io/type"
+VERSION_LABEL = "provider.cluster.x-k8s.io/version"
+SELECTOR_LABEL = "airgap/provider"  # ours: never on ConfigMaps the operator makes
+COMPRESSED_ANNOTATION = "provider.cluster.x-k8s.io/compressed"
+CONFIGMAP_LIMIT = 1024 * 1024  # bytes of data + binaryData the API server accepts
+CORE_CR_NAME = "cluster-api"
+
+DEFAULT_NAMESPACES = {
+    (ProviderType.CORE, "cluster-api"): "capi-system",
+    (ProviderType.BOOTSTRAP, "kubeadm"): "capi-kubeadm-bootstrap-system",
+    (ProviderType.CONTROL_PLANE, "kubeadm"): "capi-kubeadm-control-plane-system",
+}
+
+
+class ConfigMapTooLargeError(AirgapError):
+    """Even compressed, a provider does not fit the 1 MiB a ConfigMap may hold."""
+
+
+@dataclass(frozen=True)
+class ProviderVersion:
+    """One provider version as the operator objects need it."""
+
+    name: str
+    type: ProviderType
+    version: str
+    metadata: str
+    components: str  # already rewritten to the target registry
+    namespace: str
+
+    @property
+    def key(self) -> str:
+        """``<type>-<name>``: the provider's identity for names and selector labels."""
+        return f"{self.type.operator_type}-{self.name}"
+
+    @property
+    def configmap_name(self) -> str:
+        return f"{self.key}-{self.version}"
+
+    @property
+    def cr_name(self) -> str:
+        return CORE_CR_NAME if self.type is ProviderType.CORE else self.name
+
+
+def components_namespace(components: str, source: str) -> str | None:
+    """The name of the one Namespace object a components file creates, if any."""
+    try:
+        documents = list(yaml.safe_load_all(components))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: components do not parse as YAML: {exc}") from exc
+    names = [
+        d.get("metadata", {}).get("name")
+        for d in documents
+        if isinstance(d, dict) and d.get("kind") == "Namespace"
+    ]
+    return str(names[0]) if len(names) == 1 and names[0] else None
+
+
+def default_namespace(ptype: ProviderType, name: str, components: str, source: str) -> str:
+    found = components_namespace(components, source)
+    return found or DEFAULT_NAMESPACES.get((ptype, name), f"{name}-system")
+
+
+def selector_labels(provider: ProviderVersion) -> dict[str, str]:
+    return {
+        NAME_LABEL: provider.name,
+        TYPE_LABEL: provider.type.operator_type,
+        SELECTOR_LABEL: provider.key,
+    }
+
+
+def configmap(provider: ProviderVersion) -> dict[str, Any]:
+    """The ConfigMap; components go gzip-compressed into binaryData above 1 MiB."""
+    metadata = provider.metadata
+    components = provider.components.encode()
+    document: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": provider.configmap_name,
+            "namespace": provider.namespace,
+            "labels": {**selector_labels(provider), VERSION_LABEL: provider.version},
+        },
+    }
+    if len(metadata.encode()) + len(components) <= CONFIGMAP_LIMIT:
+        document["data"] = {"metadata": metadata, "components": provider.components}
+        return document
+    compressed = gzip.compress(components, compresslevel=9, mtime=0)
+    if len(metadata.encode()) + len(compressed) > CONFIGMAP_LIMIT:
+        raise ConfigMapTooLargeError(
+            f"{provider.type.kind} {provider.name} {provider.version}: components are "
+            f"{len(compressed)} bytes even gzip-compressed, over the 1 MiB a ConfigMap holds; "
+            "use --provider-source oci to publish it as an OCI artifact instead"
+        )
+    document["metadata"]["annotations"] = {COMPRESSED_ANNOTATION: "true"}
+    document["data"] = {"metadata": metadata}
+    document["binaryData"] = {"components": base64.b64encode(compressed).decode()}
+    return document
+
+
+def provider_cr(
+    provider: ProviderVersion, *, secret: str | None, oci: str | None = None
+) -> dict[str, Any]:
+    """The provider CR; exactly one fetch source, never a github-token."""
+    fetch: dict[str, Any] = (
+        {"oci": oci} if oci else {"selector": {"matchLabels": selector_labels(provider)}}
+    )
+    spec: dict[str, Any] = {"version": provider.version, "fetchConfig": fetch}
+    if secret:
+        spec["configSecret"] = {"name": secret, "namespace": provider.namespace}
+    return {
+        "apiVersion": OPERATOR_API,
+        "kind": provider.type.kind,
+        "metadata": {"name": provider.cr_name, "namespace": provider.namespace},
+        "spec": spec,
+    }
+
+
+def namespace_object(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def secret_name(provider: ProviderVersion) -> str:
+    return f"{provider.key}-variables"
+
+
+def _yaml_scalar(value: str) -> str:
+    return yaml.safe_dump(value, default_style='"').strip()
+
+
+def variables_secret(provider: ProviderVersion, variables: list[Variable]) -> str:
+    """A Secret for the operator's configSecret, as YAML text with guidance comments."""
+    lines = [
+        f"# Variables of {provider.type.kind} {provider.name}: set the required ones",
+        "# before applying; optional ones carry the default the components use.",
+        "apiVersion: v1",
+        "kind: Secret",
+        "metadata:",
+        f"  name: {secret_name(provider)}",
+        f"  namespace: {provider.namespace}",
+        "type: Opaque",
+        "stringData:",
+    ]
+    for variable in sorted(variables, key=lambda v: v.name):
+        if variable.required:
+            lines.append(f"  # required: {variable.name} has no default")
+            lines.append(f'  {variable.name}: ""')
+        else:
+            lines.append(f"  {variable.name}: {_yaml_scalar(variable.default or '')}")
+    return "\n".join(lines) + "\n"
+
+
+def variables_markdown(rows: list[tuple[str, Variable]]) -> str:
+    """``variables.md``: one row per (provider, variable)."""
+    lines = [
+        "# Provider variables",
+        "",
+        "| variable | provider | required | default |",
+        "| --- | --- | --- | --- |",
+    ]
+    for provider, variable in rows:
+        default = "" if variable.default is None else f"`{variable.default}`"
+        required = "yes" if variable.required else "no"
+        lines.append(f"| `{variable.name}` | {provider} | {required} | {default} |")
+    return "\n".join(lines) + "\n"
+
+
+def kustomization(resources: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    }
