@@ -293,26 +293,16 @@ def import_(
     username: str | None,
     password_stdin: bool,
     concurrency: int,
+    namespace: str | None,
+    provider_source: str,
     dry_run: bool,
     quiet: bool,
 ) -> int:
     """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
-    from airgap.mirror.importer import ImportOptions, run_import
-    from airgap.mirror.mapping import Target
+    from airgap.mirror.importer import run_import
 
     trusted = load_trusted_keys(keys, no_signature)
-    options = ImportOptions(
-        target=Target.parse(registry),
-        output_dir=output_dir,
-        keep_registry=keep_source_registry,
-        pin=not no_pin,
-        dry_run=dry_run,
-        concurrency=concurrency,
-        ca_file=ca_file,
-        skip_tls_verify=insecure_skip_tls_verify,
-        plain_http=plain_http,
-        credentials=_read_password(username, password_stdin),
-    )
+    options = _import_options(**locals())
     with Progress.for_terminal(quiet or dry_run) as progress:
         result = run_import(bundle, trusted, options, progress)
     if dry_run:

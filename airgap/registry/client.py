@@ -58,6 +58,7 @@ class Registry:
         self._policy = policy
         self._auth = Authenticator(host, client, credentials, policy)
         self._ping_lock = threading.Lock()
+        self._ping_error: AirgapError | None = None
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -65,11 +66,20 @@ class Registry:
         return f"{self.base_url}/v2/{path}"
 
     def ping(self) -> None:
-        """Learn which auth scheme the registry wants (once per endpoint)."""
+        """Learn which auth scheme the registry wants (once per endpoint).
+
+        A failure is remembered: the threads queued behind the first one fail at once
+        instead of each retrying an unreachable registry in turn."""
         with self._ping_lock:
             if self._auth.known:
                 return
-            response = self._ping_response()
+            if self._ping_error is not None:
+                raise self._ping_error
+            try:
+                response = self._ping_response()
+            except AirgapError as exc:
+                self._ping_error = exc
+                raise
             if response.status_code == 401:
                 header = response.headers.get("WWW-Authenticate", "")
                 self._auth.learn(parse_challenge(header) if header else NO_AUTH)
