@@ -309,20 +309,8 @@ def import_(
         for mapping in result.mappings:
             click.echo(f"{mapping.source} -> {mapping.target}")
         return 0
-    report = result.report()
     if not quiet:
-        if not report["changed"]:
-            click.echo(
-                f"nothing changed: all {report['images']} images already in {options.target}"
-            )
-        else:
-            click.echo(
-                f"imported {report['images']} images into {options.target}: "
-                f"{report['blobs_uploaded']} blobs uploaded "
-                f"({human_size(int(report['bytes_uploaded']))}), "  # type: ignore[call-overload]
-                f"{report['blobs_mounted']} mounted, {report['blobs_skipped']} already there, "
-                f"{report['manifests_pushed']} manifests pushed in {result.seconds:.1f}s"
-            )
+        click.echo(result.summary())
         if output_dir:
             click.echo(f"wrote {output_dir}")
     return 0

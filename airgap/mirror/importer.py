@@ -15,6 +15,7 @@ from airgap.mirror.push import Pusher, PushStats, load_tree
 from airgap.progress import QUIET, Progress
 from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
+from airgap.textfmt import human_size
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
 
@@ -58,6 +59,22 @@ class ImportResult:
     mappings: list[Mapping]
     stats: PushStats | None
     seconds: float
+
+    def summary(self) -> str:
+        """One line for the terminal."""
+        stats = self.stats or PushStats()
+        images, target = (
+            len(self.mappings),
+            self.mappings[0].target.registry if self.mappings else "",
+        )
+        if not stats.changed:
+            return f"nothing changed: all {images} images already in {target}"
+        return (
+            f"imported {images} images into {target}: {stats.blobs_uploaded} blobs uploaded "
+            f"({human_size(stats.bytes_uploaded)}), {stats.blobs_mounted} mounted, "
+            f"{stats.blobs_skipped} already there, {stats.manifests_pushed} manifests pushed "
+            f"in {self.seconds:.1f}s"
+        )
 
     def report(self) -> dict[str, object]:
         stats = self.stats or PushStats()

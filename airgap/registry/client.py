@@ -23,10 +23,9 @@ from airgap.errors import (
     DigestMismatchError,
     HTTPStatusError,
     NetworkError,
-    NotFoundError,
     TLSError,
 )
-from airgap.oci import MANIFEST_ACCEPT, Manifest, sha256_digest
+from airgap.oci import MANIFEST_ACCEPT, Manifest
 from airgap.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
 from airgap.registry.credentials import Credentials
@@ -450,10 +449,3 @@ def _limit(chunks: Iterator[bytes], length: int) -> Iterator[bytes]:
             chunk = chunk[:remaining]
         remaining -= len(chunk)
         yield chunk
-
-
-def digest_of_manifest(data: bytes) -> str:
-    return sha256_digest(data)
-
-
-__all__ = ["CHUNK", "NotFoundError", "Registry"]
