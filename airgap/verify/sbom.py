@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -35,7 +36,14 @@ def _document_id(manifest_bytes: bytes) -> str:
     return hashlib.sha256(manifest_bytes).hexdigest()
 
 
-def spdx(manifest: BundleManifest, manifest_bytes: bytes, name: str) -> dict[str, Any]:
+def spdx(
+    manifest: BundleManifest,
+    manifest_bytes: bytes,
+    name: str,
+    read: Callable[[str], bytes] | None = None,
+) -> dict[str, Any]:
+    """SPDX 2.3 JSON. SPDX requires a SHA1 for every file, which only the files' bytes
+    give: pass ``read`` (``VerifiedBundle.read``) to include it next to the SHA256."""
     doc_id = _document_id(manifest_bytes)
     packages = []
     for number, image in enumerate(manifest.images, 1):
@@ -60,14 +68,19 @@ def spdx(manifest: BundleManifest, manifest_bytes: bytes, name: str) -> dict[str
                 ],
             }
         )
-    files = [
-        {
-            "SPDXID": f"SPDXRef-File-{number}",
-            "fileName": f"./{record.path}",
-            "checksums": [{"algorithm": "SHA256", "checksumValue": record.sha256}],
-        }
-        for number, record in enumerate(_provider_files(manifest), 1)
-    ]
+    files = []
+    for number, record in enumerate(_provider_files(manifest), 1):
+        checksums = [{"algorithm": "SHA256", "checksumValue": record.sha256}]
+        if read is not None:
+            sha1 = hashlib.sha1(read(record.path), usedforsecurity=False).hexdigest()
+            checksums.insert(0, {"algorithm": "SHA1", "checksumValue": sha1})
+        files.append(
+            {
+                "SPDXID": f"SPDXRef-File-{number}",
+                "fileName": f"./{record.path}",
+                "checksums": checksums,
+            }
+        )
     described = [p["SPDXID"] for p in packages] + [f["SPDXID"] for f in files]
     return {
         "spdxVersion": "SPDX-2.3",
