@@ -38,6 +38,7 @@ UPSTREAM_IMAGES = {
     "multiarch": f"registry.k8s.io/cluster-api/capd-manager:{CAPI}",
     "dockerlist": "quay.io/jetstack/cert-manager-controller:v1.16.1",
 }
+DEMO_PASSWORD = "demo-pass"  # noqa: S105 - a throwaway loopback registry
 MIRROR_PREFIX = {"registry.k8s.io": "k8s", "quay.io": "quay"}
 
 
@@ -45,10 +46,11 @@ def step(title: str) -> None:
     print(f"\n=== {title}", flush=True)
 
 
-def airgap(*args: object, env: dict[str, str] | None = None) -> None:
+def airgap(*args: object, env: dict[str, str] | None = None, stdin: str | None = None) -> None:
     command = [str(ROOT / ".venv/bin/airgap"), *map(str, args)]
-    print("$ airgap " + " ".join(shlex.quote(str(a)) for a in args), flush=True)
-    subprocess.run(command, check=True, env={**os.environ, **(env or {})})
+    shown = "$ airgap " + " ".join(shlex.quote(str(a)) for a in args)
+    print(shown + (" <<< '********'" if stdin else ""), flush=True)
+    subprocess.run(command, check=True, env={**os.environ, **(env or {})}, input=stdin, text=True)
 
 
 def mirror_reference(upstream: str) -> tuple[str, str]:
@@ -183,6 +185,39 @@ def main() -> int:
                 check=True,
                 stdout=sbom,
             )
+        step("Disconnected side: a TLS registry with a password (the local registry)")
+        local = RegistryServer(
+            work / "local", RegistryMode.BASIC, pki=pki, username="admin", password=DEMO_PASSWORD
+        )
+        servers.append(local)
+        assert local.ca_file is not None
+        shutil.copy(local.ca_file, out / "local-ca.pem")
+        target = f"{local.host}/capi"
+        import_args = [
+            "import",
+            bundle,
+            "--key",
+            out / "signing.pub",
+            "--registry",
+            target,
+            "--ca-file",
+            out / "local-ca.pem",
+            "--username",
+            "admin",
+            "--password-stdin",
+            "--output-dir",
+            out / "capi-out",
+        ]
+        airgap(*import_args, stdin=f"{DEMO_PASSWORD}\n")
+        print("\n# importing the same bundle again sends nothing:")
+        airgap(*import_args, stdin=f"{DEMO_PASSWORD}\n")
+
+        step("What the disconnected side gets")
+        for path in sorted((out / "capi-out").rglob("*")):
+            if path.is_file():
+                print(f"  {path.relative_to(out)}")
+        print(f"\n# kubectl apply -k {out / 'capi-out/operator'}   (Cluster API operator)")
+        print(f"# clusterctl init --config {out / 'capi-out/clusterctl/clusterctl.yaml'}")
         step(f"Done: everything is in {out}")
         return 0
     except subprocess.CalledProcessError as exc:
