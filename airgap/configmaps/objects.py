@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,12 +72,12 @@ def components_namespace(components: str, source: str) -> str | None:
         documents = list(yaml.safe_load_all(components))
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: components do not parse as YAML: {exc}") from exc
-    names = [
-        d.get("metadata", {}).get("name")
-        for d in documents
-        if isinstance(d, dict) and d.get("kind") == "Namespace"
-    ]
-    return str(names[0]) if len(names) == 1 and names[0] else None
+    names: list[object] = []
+    for document in documents:
+        if isinstance(document, dict) and document.get("kind") == "Namespace":
+            metadata = document.get("metadata")
+            names.append(metadata.get("name") if isinstance(metadata, dict) else None)
+    return names[0] if len(names) == 1 and isinstance(names[0], str) and names[0] else None
 
 
 def default_namespace(ptype: ProviderType, name: str, components: str, source: str) -> str:
@@ -84,11 +85,26 @@ def default_namespace(ptype: ProviderType, name: str, components: str, source: s
     return found or DEFAULT_NAMESPACES.get((ptype, name), f"{name}-system")
 
 
+_LABEL_VALUE_RE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_OCI_HINT = "; use --provider-source oci"
+
+
+def _label_value(provider: ProviderVersion, value: str, hint: str = "") -> str:
+    """``value`` if the API server accepts it as a label value, else a clear failure."""
+    if not _LABEL_VALUE_RE.match(value):
+        raise AirgapError(
+            f"{provider.type.kind} {provider.name} {provider.version}: {value!r} cannot be "
+            "a Kubernetes label value (at most 63 letters, digits, '-', '_' or '.'), which "
+            f"the operator's ConfigMap source needs{hint}"
+        )
+    return value
+
+
 def selector_labels(provider: ProviderVersion) -> dict[str, str]:
     return {
-        NAME_LABEL: provider.name,
+        NAME_LABEL: _label_value(provider, provider.name, _OCI_HINT),
         TYPE_LABEL: provider.type.operator_type,
-        SELECTOR_LABEL: provider.key,
+        SELECTOR_LABEL: _label_value(provider, provider.key, _OCI_HINT),
     }
 
 
@@ -102,7 +118,10 @@ def configmap(provider: ProviderVersion) -> dict[str, Any]:
         "metadata": {
             "name": provider.configmap_name,
             "namespace": provider.namespace,
-            "labels": {**selector_labels(provider), VERSION_LABEL: provider.version},
+            "labels": {
+                **selector_labels(provider),
+                VERSION_LABEL: _label_value(provider, provider.version),
+            },
         },
     }
     if len(metadata.encode()) + len(components) <= CONFIGMAP_LIMIT:
@@ -165,11 +184,14 @@ def variables_secret(provider: ProviderVersion, variables: list[Variable]) -> st
         "stringData:",
     ]
     for variable in sorted(variables, key=lambda v: v.name):
+        # keys quoted too: a YAML 1.1 reader (kubectl's) takes a bare Y, NO or NULL
+        # for a boolean or null
+        key = _yaml_scalar(variable.name)
         if variable.required:
             lines.append(f"  # required: {variable.name} has no default")
-            lines.append(f'  {variable.name}: ""')
+            lines.append(f'  {key}: ""')
         else:
-            lines.append(f"  {variable.name}: {_yaml_scalar(variable.default or '')}")
+            lines.append(f"  {key}: {_yaml_scalar(variable.default or '')}")
     return "\n".join(lines) + "\n"
 
 
@@ -182,7 +204,8 @@ def variables_markdown(rows: list[tuple[str, Variable]]) -> str:
         "| --- | --- | --- | --- |",
     ]
     for provider, variable in rows:
-        default = "" if variable.default is None else f"`{variable.default}`"
+        # a pipe, even inside a code span, would end the table cell
+        default = "" if variable.default is None else f"`{variable.default}`".replace("|", "\\|")
         required = "yes" if variable.required else "no"
         lines.append(f"| `{variable.name}` | {provider} | {required} | {default} |")
     return "\n".join(lines) + "\n"
