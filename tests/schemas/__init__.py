@@ -1,0 +1,145 @@
+"""Schema checks for emitted Kubernetes and Cluster API operator objects.
+
+Core objects (Namespace, ConfigMap, Secret) are checked against the Kubernetes JSON
+schemas bundled with ``kubernetes-validate`` (strict: unknown fields fail), plus the
+API server's own rules those schemas leave out (object names, label syntax, base64 in
+``binaryData``, the 1 MiB ConfigMap limit). Provider CRs are checked against
+``operator-v1alpha2-provider.json``, written from the operator's API description.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+
+SCHEMA_DIR = Path(__file__).parent
+PROVIDER_SCHEMA = SCHEMA_DIR / "operator-v1alpha2-provider.json"
+PROVIDER_KINDS = (
+    "CoreProvider",
+    "BootstrapProvider",
+    "ControlPlaneProvider",
+    "InfrastructureProvider",
+    "AddonProvider",
+    "IPAMProvider",
+    "RuntimeExtensionProvider",
+)
+CONFIGMAP_LIMIT = 1024 * 1024
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+DNS_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+DATA_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+@cache
+def kubernetes_version() -> str:
+    """The newest Kubernetes version whose schemas kubernetes-validate bundles."""
+    return str(kubernetes_validate.latest_version())
+
+
+@cache
+def provider_validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(PROVIDER_SCHEMA.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def validate_provider(obj: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError unless ``obj`` is a valid v1alpha2 provider CR."""
+    provider_validator().validate(obj)
+
+
+def provider_errors(obj: dict[str, Any]) -> list[str]:
+    return [error.message for error in provider_validator().iter_errors(obj)]
+
+
+def _check_name(name: object, *, label: bool, what: str) -> None:
+    assert isinstance(name, str), what
+    if label:
+        assert len(name) <= 63 and DNS_LABEL_RE.match(name), f"{what}: {name!r}"
+    else:
+        assert len(name) <= 253 and DNS_SUBDOMAIN_RE.match(name), f"{what}: {name!r}"
+
+
+def _check_labels(labels: dict[str, str], what: str) -> None:
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if prefix:
+            _check_name(prefix, label=False, what=f"{what} label prefix")
+        assert len(name) <= 63 and LABEL_NAME_RE.match(name), f"{what} label {key!r}"
+        assert len(value) <= 63 and LABEL_VALUE_RE.match(value), f"{what} {key}={value!r}"
+
+
+def configmap_size(obj: dict[str, Any]) -> int:
+    """What the API server counts against 1 MiB: data values (UTF-8) + raw binaryData."""
+    data = obj.get("data") or {}
+    binary = obj.get("binaryData") or {}
+    return sum(len(v.encode()) for v in data.values()) + sum(
+        len(base64.b64decode(v, validate=True)) for v in binary.values()
+    )
+
+
+def validate_kubernetes(obj: dict[str, Any]) -> None:
+    """Strict schema validation plus the API server rules the schemas do not carry."""
+    kubernetes_validate.validate(obj, kubernetes_version(), strict=True)
+    kind = obj["kind"]
+    metadata = obj["metadata"]
+    if kind == "Namespace":
+        _check_name(metadata["name"], label=True, what="Namespace name")
+        assert "namespace" not in metadata
+    else:
+        _check_name(metadata["name"], label=False, what=f"{kind} name")
+        _check_name(metadata.get("namespace"), label=True, what=f"{kind} namespace")
+    _check_labels(metadata.get("labels") or {}, f"{kind} {metadata['name']}")
+    if kind in ("ConfigMap", "Secret"):
+        keys: list[str] = []
+        for field in ("data", "binaryData", "stringData"):
+            keys += list((obj.get(field) or {}).keys())
+        for key in keys:
+            assert DATA_KEY_RE.match(key), f"{kind} key {key!r}"
+        if kind == "ConfigMap":
+            assert len(keys) == len(set(keys)), "data and binaryData keys overlap"
+            for value in (obj.get("binaryData") or {}).values():
+                try:
+                    base64.b64decode(value, validate=True)
+                except binascii.Error as exc:  # pragma: no cover - failure path
+                    raise AssertionError(f"binaryData is not base64: {exc}") from exc
+            assert configmap_size(obj) <= CONFIGMAP_LIMIT
+
+
+def validate_object(obj: dict[str, Any]) -> None:
+    """Any emitted object: operator CRs by our schema, the rest by Kubernetes'."""
+    if obj.get("apiVersion", "").startswith("operator.cluster.x-k8s.io/"):
+        validate_provider(obj)
+    else:
+        validate_kubernetes(obj)
+
+
+def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """metav1.LabelSelector semantics: every matchLabels pair and every expression."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True
