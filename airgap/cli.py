@@ -182,20 +182,29 @@ def verify(
     verified = verify_bundle(bundle, trusted)
     results = policy_rules.evaluate(rules, verified.manifest) if rules and verified.manifest else []
     report = Report(verified, results, signature_checked=trusted is not None)
-    if sbom and report.ok and verified.manifest is not None:
-        build = sbom_docs.spdx if sbom == "spdx" else sbom_docs.cyclonedx
-        click.echo(
-            json.dumps(build(verified.manifest, verified.manifest_bytes, bundle.name), indent=2)
-        )
-    elif fmt == "json":
+    if sbom:
+        # stdout is the SBOM file the user redirects to: on failure it stays empty
+        if not report.ok or verified.manifest is None:
+            failures = report.failures
+            first = f": {failures[0]}" if failures else ""
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            click.echo(
+                f"airgap: error: bundle NOT verified{first}{more}; no SBOM written", err=True
+            )
+            return EXIT_FAILURE
+        if sbom == "spdx":
+            document = sbom_docs.spdx(
+                verified.manifest, verified.manifest_bytes, bundle.name, read=verified.read
+            )
+        else:
+            document = sbom_docs.cyclonedx(verified.manifest, verified.manifest_bytes, bundle.name)
+        click.echo(json.dumps(document, indent=2))
+        return 0
+    if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(report.text())
-    if not report.ok:
-        if sbom:
-            click.echo(f"airgap: error: {report.verdict()}; no SBOM written", err=True)
-        return EXIT_FAILURE
-    return 0
+    return 0 if report.ok else EXIT_FAILURE
 
 
 def _read_password(username: str | None, password_stdin: bool) -> Credentials | None:

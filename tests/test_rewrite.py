@@ -83,7 +83,7 @@ def test_collision_is_an_error_unless_source_registry_is_kept() -> None:
     refs = ["registry.k8s.io/x/y:v1", "quay.io/x/y:v2"]
     with pytest.raises(InputError, match="--keep-source-registry"):
         map_images(refs, target)
-    kept = map_images(refs + ["127.0.0.1:5000/x/y:v3"], target, keep_registry=True)
+    kept = map_images([*refs, "127.0.0.1:5000/x/y:v3"], target, keep_registry=True)
     assert [m.target.repository for m in kept] == [
         "registry.k8s.io/x/y",
         "quay.io/x/y",

@@ -119,11 +119,21 @@ def run_import(
         for image in manifest.images
     ]
     files: dict[str, bytes] = {}
+    wants_outputs = options.output_dir is not None
+    if wants_outputs and options.provider_source == "selector":
+        # built before pushing: a provider too large for a ConfigMap fails the import
+        # before anything reaches the registry
+        files = provider_outputs(
+            providers,
+            options.provider_output_options(),
+            target=options.target,
+            created=manifest.created,
+        )
     with options.pool() as pool:
         registry = pool.registry(options.target.host)
         pusher = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress)
         stats = pusher.push(trees)
-        if options.output_dir is not None:
+        if wants_outputs and options.provider_source == "oci":
             files = provider_outputs(
                 providers,
                 options.provider_output_options(),
