@@ -773,6 +773,9 @@ def test_import_of_a_too_large_provider_fails_without_writing(
     )
     assert_clean_failure(result, 1, "--provider-source oci", "InfrastructureProvider huge v2.0.0")
     assert not out.exists()
+    # the objects are built before pushing: nothing reached the registry either
+    catalog = httpx.get(f"{registry.url}/v2/_catalog").json()
+    assert catalog["repositories"] == []
 
 
 def test_too_large_provider_travels_by_the_oci_source(
