@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -292,26 +292,16 @@ def import_(
     bundle: Path,
     keys: tuple[Path, ...],
     no_signature: bool,
-    registry: str,
-    keep_source_registry: bool,
-    no_pin: bool,
     output_dir: Path | None,
-    ca_file: str | None,
-    insecure_skip_tls_verify: bool,
-    plain_http: bool,
-    username: str | None,
-    password_stdin: bool,
-    concurrency: int,
-    namespace: str | None,
-    provider_source: str,
     dry_run: bool,
     quiet: bool,
+    **target: Any,
 ) -> int:
     """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
     from airgap.mirror.importer import run_import
 
     trusted = load_trusted_keys(keys, no_signature)
-    options = _import_options(**locals())
+    options = _import_options(output_dir=output_dir, dry_run=dry_run, **target)
     with Progress.for_terminal(quiet or dry_run) as progress:
         result = run_import(bundle, trusted, options, progress)
     if dry_run:
@@ -340,9 +330,8 @@ def _import_options(
     namespace: str | None,
     provider_source: str,
     dry_run: bool = False,
-    **_: object,
 ) -> ImportOptions:
-    """ImportOptions from the flags import and configmaps share (other locals ignored)."""
+    """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.mirror.importer import ImportOptions
     from airgap.mirror.mapping import Target
 
@@ -371,18 +360,8 @@ def configmaps(
     bundle: Path,
     keys: tuple[Path, ...],
     no_signature: bool,
-    registry: str,
-    keep_source_registry: bool,
-    no_pin: bool,
     output_dir: Path | None,
-    ca_file: str | None,
-    insecure_skip_tls_verify: bool,
-    plain_http: bool,
-    username: str | None,
-    password_stdin: bool,
-    concurrency: int,
-    namespace: str | None,
-    provider_source: str,
+    **target: Any,
 ) -> int:
     """Write operator ConfigMaps, provider CRs and a clusterctl repository, pushing no image."""
     from airgap.mirror.importer import run_configmaps
@@ -390,7 +369,7 @@ def configmaps(
     if output_dir is None:
         raise InputError("configmaps needs --output-dir")
     trusted = load_trusted_keys(keys, no_signature)
-    files = run_configmaps(bundle, trusted, _import_options(**locals()))
+    files = run_configmaps(bundle, trusted, _import_options(output_dir=output_dir, **target))
     operator = sum(1 for name in files if name.startswith("operator/"))
     click.echo(f"wrote {operator} operator files and a clusterctl repository to {output_dir}")
     return 0

@@ -103,7 +103,28 @@ def check_filename(filename: str, where: str) -> str:
     return filename
 
 
-class GitHubSource:
+class _Located:
+    """What every source reports about where it points: its (redacted) URL and the
+    version and file a clusterctl-style URL pins, if any."""
+
+    _url: str
+    _pinned_version: str | None = None
+    _pinned_file: str | None = None
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def pinned_version(self) -> str | None:
+        return self._pinned_version
+
+    @property
+    def pinned_file(self) -> str | None:
+        return self._pinned_file
+
+
+class GitHubSource(_Located):
     """Releases of a GitHub or GitHub Enterprise repository, read through the REST API.
 
     The API (not the web download URLs) is used so that "latest" can be resolved, drafts
@@ -165,18 +186,6 @@ class GitHubSource:
             pinned_version=pinned_version,
             pinned_file=pinned_file,
         )
-
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def pinned_version(self) -> str | None:
-        return self._pinned_version
-
-    @property
-    def pinned_file(self) -> str | None:
-        return self._pinned_file
 
     def list_releases(self) -> list[dict[str, Any]]:
         """All releases, following ``Link: rel="next"`` pagination."""
@@ -276,7 +285,7 @@ class GitHubSource:
         raise status_error(response, what)
 
 
-class HTTPDirectorySource:
+class HTTPDirectorySource(_Located):
     """A plain web directory laid out ``URL/VERSION/FILE`` (an internal mirror, say).
 
     It cannot list its versions, so ``latest`` cannot be resolved here.
@@ -299,18 +308,6 @@ class HTTPDirectorySource:
         self._base = base
         self._url = redact_url(base)
 
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def pinned_version(self) -> str | None:
-        return self._pinned_version
-
-    @property
-    def pinned_file(self) -> str | None:
-        return self._pinned_file
-
     def resolve_version(self, version: str) -> str:
         if version == LATEST:
             raise InputError(
@@ -330,7 +327,7 @@ class HTTPDirectorySource:
         )
 
 
-class LocalRepositorySource:
+class LocalRepositorySource(_Located):
     """A clusterctl local repository: ``file://BASE/LABEL`` holding ``VERSION/FILE``.
 
     Also accepts the full clusterctl URL ``file://BASE/LABEL/VERSION/FILE``, which pins
@@ -354,18 +351,6 @@ class LocalRepositorySource:
             path = path.parent.parent
         self.root = path
         self._url = path.as_uri()
-
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def pinned_version(self) -> str | None:
-        return self._pinned_version
-
-    @property
-    def pinned_file(self) -> str | None:
-        return self._pinned_file
 
     def versions(self) -> list[str]:
         """The version directories of this repository."""
