@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-.venv/bin/ruff check airgap tests benchmarks scripts
+.venv/bin/ruff check .
 .venv/bin/mypy
 exec .venv/bin/pytest -q "$@"
