@@ -1,0 +1,65 @@
+"""A tiny process that starts measured commands and reports their time and peak RSS.
+
+Why a separate process: on Linux a child's ``ru_maxrss`` includes the resident set of
+the process that forked it (exec keeps the old address space's high-water mark), so a
+command spawned by the benchmark itself (~40 MiB of Python) would never show less than
+that. This launcher runs as ``python -S -I`` with the standard library only (~9 MiB),
+spawns each command with ``posix_spawn``, reaps it with ``os.wait4`` and answers one
+JSON line per request on stdout: ``{"rc", "seconds", "maxrss_kib"}``.
+
+Requests are JSON lines on stdin: ``{"cmd": [...], "out": PATH, "err": PATH,
+"sync": bool, "timeout": seconds}``.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+
+def _run(request):
+    if request.get("sync"):
+        os.sync()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, request["out"], flags, 0o644),
+        (os.POSIX_SPAWN_OPEN, 2, request["err"], flags, 0o644),
+    ]
+    started = time.perf_counter()
+    pid = os.posix_spawnp(request["cmd"][0], request["cmd"], os.environ, file_actions=actions)
+
+    def kill(*_):
+        os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGALRM, kill)
+    signal.setitimer(signal.ITIMER_REAL, float(request.get("timeout") or 3600))
+    try:
+        while True:
+            try:
+                _, status, usage = os.wait4(pid, 0)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return {
+        "rc": os.waitstatus_to_exitcode(status),
+        "seconds": time.perf_counter() - started,
+        "maxrss_kib": usage.ru_maxrss,
+    }
+
+
+def main():
+    for line in sys.stdin:
+        try:
+            answer = _run(json.loads(line))
+        except OSError as exc:
+            answer = {"rc": 127, "seconds": 0.0, "maxrss_kib": 0, "error": str(exc)}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

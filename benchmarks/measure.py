@@ -1,0 +1,270 @@
+"""Running and measuring commands: wall time and exact peak RSS per child process.
+
+Every measured command is started by a small launcher process (``launcher.py``) and
+reaped with ``os.wait4``, whose ``ru_maxrss`` (KiB on Linux) is the peak resident set of
+exactly that process (the launcher keeps the fork floor at ~9 MiB, see its docstring).
+Dirty pages are flushed (``sync``) before each timed command so write-back left by the
+previous one is not charged to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urljoin
+
+from tests.harness import skopeo
+from tests.harness.registry import RegistryServer
+
+COMMAND_TIMEOUT = 3600.0
+LAUNCHER = Path(__file__).resolve().parent / "launcher.py"
+
+
+class CommandFailed(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured run: wall seconds and peak RSS (KiB) of the biggest process."""
+
+    seconds: float
+    rss_kib: int
+
+
+class Runner:
+    """Starts measured commands through the launcher, logging output under ``log_dir``."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str]) -> None:
+        self.log_dir = log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.env = env
+        self._count = 0
+        self._launcher = subprocess.Popen(
+            [sys.executable, "-S", "-I", str(LAUNCHER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+
+    def close(self) -> None:
+        if self._launcher.stdin:
+            self._launcher.stdin.close()
+        self._launcher.wait(timeout=10)
+
+    def run(self, cmd: Sequence[str], name: str, *, sync: bool = True) -> Sample:
+        """Run ``cmd`` to completion; raise CommandFailed on a non-zero exit."""
+        self._count += 1
+        stem = self.log_dir / f"{self._count:04d}-{name}"
+        stem.with_suffix(".cmd").write_text(shlex.join(cmd) + "\n")
+        err = stem.with_suffix(".err")
+        request = {
+            "cmd": list(cmd),
+            "out": str(stem.with_suffix(".out")),
+            "err": str(err),
+            "sync": sync,
+            "timeout": COMMAND_TIMEOUT,
+        }
+        assert self._launcher.stdin is not None and self._launcher.stdout is not None
+        self._launcher.stdin.write(json.dumps(request) + "\n")
+        self._launcher.stdin.flush()
+        answer = json.loads(self._launcher.stdout.readline())
+        if answer["rc"] != 0:
+            tail = answer.get("error") or err.read_text(errors="replace")[-2000:]
+            raise CommandFailed(f"{name} failed ({answer['rc']}): {shlex.join(cmd)}\n{tail}")
+        return Sample(answer["seconds"], answer["maxrss_kib"])
+
+    def run_loop(self, cmds: Sequence[Sequence[str]], name: str) -> Sample:
+        """Run commands one after the other; total time, the largest peak RSS."""
+        os.sync()
+        started = time.perf_counter()
+        peak = 0
+        for cmd in cmds:
+            peak = max(peak, self.run(cmd, name, sync=False).rss_kib)
+        return Sample(time.perf_counter() - started, peak)
+
+
+# -- environments ----------------------------------------------------------------------
+
+
+def hermetic_env(workdir: Path) -> dict[str, str]:
+    """No proxies, no host credentials: empty docker config and containers auth file."""
+    skopeo.configure(workdir / "skopeo")
+    docker_config = workdir / "docker-config"
+    docker_config.mkdir(parents=True, exist_ok=True)
+    (docker_config / "config.json").write_text("{}\n")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+        and not k.startswith("REGISTRY_")
+    }
+    env.update(
+        {
+            "DOCKER_CONFIG": str(docker_config),
+            "REGISTRY_AUTH_FILE": str(workdir / "skopeo" / "auth.json"),
+            "CONTAINERS_REGISTRIES_CONF": str(workdir / "skopeo" / "registries.conf"),
+            "TMPDIR": str(workdir / "skopeo" / "tmp"),
+            "NO_PROXY": "127.0.0.1,localhost,::1",
+        }
+    )
+    return env
+
+
+def skopeo_cmd(workdir: Path, *args: str) -> list[str]:
+    """``skopeo`` with the hermetic policy and registries.d that ``hermetic_env`` wrote."""
+    config = workdir / "skopeo"
+    return [
+        skopeo.SKOPEO,
+        "--policy",
+        str(config / "policy.json"),
+        "--registries.d",
+        str(config / "registries.d"),
+        *args,
+    ]
+
+
+@contextlib.contextmanager
+def fresh_registry(directory: Path) -> Iterator[RegistryServer]:
+    """An empty plain-HTTP registry whose storage is deleted when it stops."""
+    shutil.rmtree(directory, ignore_errors=True)
+    registry = RegistryServer(directory, "plain")
+    try:
+        yield registry
+    finally:
+        registry.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# -- the raw ingest limit --------------------------------------------------------------
+
+
+def _curl_config(path: Path, entries: list[dict[str, str]]) -> Path:
+    """A curl ``--config`` file: one block of ``key = "value"`` lines per transfer."""
+    lines = []
+    for entry in entries:
+        lines += [f'{key} = "{value}"' for key, value in entry.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def raw_ingest(
+    registry: RegistryServer,
+    blobs: dict[str, Path],
+    sizes: dict[str, int],
+    parallel: int,
+    env: dict[str, str],
+    workdir: Path,
+    repository: str = "raw/blobs",
+) -> Sample:
+    """Monolithic uploads of every blob (POST a session, PUT the file with ?digest=),
+    ``parallel`` PUTs at a time, largest first, by two curl processes: one makes every
+    upload session over one keep-alive connection, one runs all the PUTs with
+    ``--parallel``. No per-blob process start, so what is measured is the registry."""
+    order = sorted(blobs, key=lambda digest: sizes[digest], reverse=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    start_url = f"http://{registry.host}/v2/{repository}/blobs/uploads/"
+    posts = _curl_config(
+        workdir / "posts.cfg", [{"url": start_url, "output": "/dev/null"} for _ in order]
+    )
+    os.sync()
+    started = time.perf_counter()
+    result = subprocess.run(
+        [
+            *("curl", "-sS", "-f", "-X", "POST", "-K", str(posts)),
+            *("-w", "%header{location}\\n"),
+        ],
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    locations = result.stdout.decode().split()
+    if len(locations) != len(order):
+        raise RuntimeError(f"raw ingest: {len(locations)} upload sessions for {len(order)} blobs")
+    puts = []
+    for digest, location in zip(order, locations, strict=True):
+        url = urljoin(f"http://{registry.host}/", location)
+        url += ("&" if "?" in url else "?") + f"digest={digest}"
+        puts.append({"url": url, "upload-file": str(blobs[digest]), "output": "/dev/null"})
+    config = _curl_config(workdir / "puts.cfg", puts)
+    result = subprocess.run(
+        [
+            *("curl", "-sS", "-g", "-X", "PUT", "-K", str(config)),
+            *("-H", "Content-Type: application/octet-stream", "-H", "Expect:"),
+            *("--parallel", "--parallel-max", str(parallel), "-w", "%{http_code}\\n"),
+        ],
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    elapsed = time.perf_counter() - started
+    codes = result.stdout.decode().split()
+    if codes != ["201"] * len(order):
+        raise RuntimeError(f"raw ingest: unexpected statuses {sorted(set(codes))}")
+    return Sample(elapsed, 0)
+
+
+def registry_has_blobs(registry: RegistryServer, repository: str, digests: list[str]) -> bool:
+    """Spot check (HEAD) that uploads landed: a benchmark of failed uploads is no limit."""
+    for digest in digests:
+        result = subprocess.run(
+            [
+                *("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-I"),
+                f"http://{registry.host}/v2/{repository}/blobs/{digest}",
+            ],
+            capture_output=True,
+            check=False,
+        )
+        if result.stdout.decode().strip() != "200":
+            return False
+    return True
+
+
+def machine_info() -> dict[str, object]:
+    """What the figures were measured on."""
+
+    def output(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    free = output(["free", "-g"]).splitlines()
+    memory = next((line.split()[1] for line in free if line.startswith("Mem:")), "?")
+    return {
+        "nproc": int(output(["nproc"]) or 0),
+        "memory_gib": memory,
+        "free_g": "\n".join(free),
+        "cpu": model,
+        "kernel": output(["uname", "-r"]),
+        "skopeo": output(["skopeo", "--version"]),
+        "registry": output(["docker-registry", "--version"]),
+        "openssl": output(["openssl", "version"]),
+        "curl": output(["curl", "--version"]).splitlines()[0]
+        if output(["curl", "--version"])
+        else "",
+        "date": output(["date", "-u", "+%Y-%m-%d %H:%M UTC"]),
+    }
+
+
+def dump_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)

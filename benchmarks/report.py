@@ -1,0 +1,273 @@
+"""Turn measured samples into results: medians, throughput, ratios, targets, a table.
+
+``results.json`` holds every sample; ``metrics`` the derived figures; ``targets`` each
+goal of the benchmark issue with its measured value and whether it is met.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.measure import Sample
+
+MIB = 1 << 20
+README_START = "<!-- benchmark:start -->"
+README_END = "<!-- benchmark:end -->"
+
+
+@dataclass(frozen=True)
+class Row:
+    """How one measurement appears in the table."""
+
+    key: str  # "collect/airgap"
+    phase: str
+    tool: str
+    bytes: int
+
+
+def summarise(samples: list[Sample], size: int) -> dict[str, Any]:
+    seconds = [round(s.seconds, 3) for s in samples]
+    median = statistics.median(s.seconds for s in samples)
+    rss = [s.rss_kib for s in samples]
+    return {
+        "seconds": seconds,
+        "median_seconds": round(median, 3),
+        "bytes": size,
+        "mib_per_s": round(size / MIB / median, 1) if median > 0 else None,
+        "peak_rss_mib": round(max(rss) / 1024, 1) if any(rss) else None,
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or not b:
+        return None
+    return round(a / b, 3)
+
+
+def derive(measurements: dict[str, dict[str, Any]], raw_keys: list[str]) -> dict[str, Any]:
+    """The figures the targets are about."""
+
+    def rate(key: str) -> float | None:
+        entry = measurements.get(key)
+        return entry["mib_per_s"] if entry else None
+
+    def seconds(key: str) -> float | None:
+        entry = measurements.get(key)
+        return entry["median_seconds"] if entry else None
+
+    best_raw = max(raw_keys, key=lambda k: rate(k) or 0.0) if raw_keys else None
+    rss = {
+        key.removesuffix("/airgap"): entry["peak_rss_mib"]
+        for key, entry in measurements.items()
+        if key.endswith("/airgap") and entry.get("peak_rss_mib") is not None
+    }
+    metrics: dict[str, Any] = {
+        "collect_mib_s": rate("collect/airgap"),
+        "collect_skopeo_mib_s": rate("collect/skopeo"),
+        "collect_vs_skopeo": _ratio(rate("collect/airgap"), rate("collect/skopeo")),
+        "import_mib_s": rate("import/airgap"),
+        "import_skopeo_mib_s": rate("import/skopeo"),
+        "import_vs_skopeo": _ratio(rate("import/airgap"), rate("import/skopeo")),
+        "raw_limit_mib_s": rate(best_raw) if best_raw else None,
+        "raw_limit_parallel": best_raw.rsplit("x", 1)[-1] if best_raw else None,
+        "import_vs_limit": _ratio(rate("import/airgap"), rate(best_raw) if best_raw else None),
+        "reimport_seconds": seconds("reimport/airgap"),
+        "reimport_vs_import": _ratio(seconds("reimport/airgap"), seconds("import/airgap")),
+        "verify_mib_s": rate("verify/airgap"),
+        "openssl_mib_s": rate("verify/openssl"),
+        "verify_vs_openssl": _ratio(rate("verify/airgap"), rate("verify/openssl")),
+        "peak_rss_mib": rss,
+        "peak_rss_max_mib": max(rss.values()) if rss else None,
+        "big_layer_rss_increase_mib": _big_increase(measurements),
+        "linearity_collect_ratio": _linear(measurements, "collect"),
+        "linearity_import_ratio": _linear(measurements, "import"),
+        "linearity_verify_ratio": _linear(measurements, "verify"),
+    }
+    return metrics
+
+
+def _big_increase(measurements: dict[str, dict[str, Any]]) -> float | None:
+    """Largest RSS growth of a command on the 1 GiB-layer image over the same command on
+    the small-image set: what the layer size alone adds."""
+    growth = []
+    for command in ("collect", "verify", "import"):
+        big = measurements.get(f"big-{command}/airgap")
+        small = [
+            entry
+            for key, entry in measurements.items()
+            if key.startswith("small") and key.endswith(f"-{command}/airgap")
+        ]
+        if big and small and big["peak_rss_mib"] is not None:
+            baseline = min(entry["peak_rss_mib"] for entry in small)
+            growth.append(big["peak_rss_mib"] - baseline)
+    return round(max(growth), 1) if growth else None
+
+
+def _linear(measurements: dict[str, dict[str, Any]], command: str) -> float | None:
+    runs = sorted(
+        (int(key.split("-", 1)[0].removeprefix("small")), entry["median_seconds"])
+        for key, entry in measurements.items()
+        if key.startswith("small") and key.endswith(f"-{command}/airgap")
+    )
+    if len(runs) < 2:
+        return None
+    return round(runs[-1][1] / runs[0][1], 2)
+
+
+TARGETS: list[tuple[str, str, str, float, str]] = [
+    # (name, metric, operator, threshold, description)
+    ("collect >= 1.5x skopeo", "collect_vs_skopeo", ">=", 1.5, "collect throughput / skopeo's"),
+    ("import >= 1.5x skopeo", "import_vs_skopeo", ">=", 1.5, "import throughput / skopeo's"),
+    ("import >= 70% of raw ingest", "import_vs_limit", ">=", 0.70, "import / best curl ingest"),
+    ("verify >= 85% of openssl", "verify_vs_openssl", ">=", 0.85, "verify / openssl dgst -sha256"),
+    ("re-import < 5% of import", "reimport_vs_import", "<", 0.05, "re-import time / import time"),
+    ("peak RSS < 150 MiB", "peak_rss_max_mib", "<", 150.0, "largest peak RSS of any command"),
+    (
+        "1 GiB layer adds < 16 MiB RSS",
+        "big_layer_rss_increase_mib",
+        "<",
+        16.0,
+        "RSS on the 1 GiB-layer image minus RSS on tiny images",
+    ),
+    ("400 images <= 11x 40", "linearity_collect_ratio", "<=", 11.0, "collect time ratio"),
+]
+
+
+def evaluate(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for name, metric, op, threshold, description in TARGETS:
+        value = metrics.get(metric)
+        met = None
+        if value is not None:
+            met = {"<": value < threshold, "<=": value <= threshold, ">=": value >= threshold}[op]
+        out.append(
+            {
+                "name": name,
+                "metric": metric,
+                "op": op,
+                "threshold": threshold,
+                "value": value,
+                "met": met,
+                "description": description,
+            }
+        )
+    return out
+
+
+# -- rendering -------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def _note(key: str, metrics: dict[str, Any]) -> str:
+    notes = {
+        "collect/airgap": f"{_fmt(metrics['collect_vs_skopeo'], 2)}x skopeo",
+        "import/airgap": (
+            f"{_fmt(metrics['import_vs_skopeo'], 2)}x skopeo, "
+            f"{_fmt(_pct(metrics['import_vs_limit']), 0)}% of raw limit"
+        ),
+        "reimport/airgap": f"{_fmt(_pct(metrics['reimport_vs_import']), 1)}% of import time",
+        "verify/airgap": f"{_fmt(_pct(metrics['verify_vs_openssl']), 0)}% of openssl",
+    }
+    best = metrics.get("raw_limit_parallel")
+    if key.startswith("raw/") and best and key.endswith(f"x{best}"):
+        return "the limit (best)"
+    return notes.get(key, "")
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+def table(results: dict[str, Any]) -> str:
+    """The results as a markdown table (also readable as plain text)."""
+    metrics = results["metrics"]
+    lines = [
+        "| phase | tool | median s | MiB/s | compared | peak RSS MiB |",
+        "| --- | --- | ---: | ---: | --- | ---: |",
+    ]
+    for row in results["rows"]:
+        entry = results["measurements"].get(row["key"])
+        if not entry:
+            continue
+        note = _row_note(row["key"], metrics)
+        lines.append(
+            f"| {row['phase']} | {row['tool']} | {entry['median_seconds']:.2f} "
+            f"| {_fmt(entry['mib_per_s'])} | {note} | {_fmt(entry['peak_rss_mib'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _row_note(key: str, metrics: dict[str, Any]) -> str:
+    if key.startswith("small"):
+        count = int(key.split("-", 1)[0].removeprefix("small"))
+        largest = max(metrics.get("small_counts") or [count])
+        if count == largest:
+            command = key.split("-", 1)[1].split("/", 1)[0]
+            ratio = metrics.get(f"linearity_{command}_ratio")
+            return f"{_fmt(ratio, 2)}x the {min(metrics['small_counts'])}-image time"
+        return ""
+    return _note(key, metrics)
+
+
+def targets_table(results: dict[str, Any]) -> str:
+    lines = ["| target | measured | met |", "| --- | ---: | :---: |"]
+    for target in results["targets"]:
+        value = target["value"]
+        shown = "n/a" if value is None else f"{value:g}"
+        met = {True: "yes", False: "**no**", None: "n/a"}[target["met"]]
+        lines.append(f"| {target['name']} ({target['description']}) | {shown} | {met} |")
+    return "\n".join(lines)
+
+
+def readme_section(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    workload = results["workload"]["main"]
+    big = results["workload"]["big"]
+    params = results["params"]
+    return "\n".join(
+        [
+            README_START,
+            f"Latest run: **{machine['date']}** on {machine['nproc']} cores, "
+            f"{machine['memory_gib']} GiB RAM ({machine['cpu']}), loopback registries "
+            f"(`{machine['registry']}`), {machine['skopeo']}, {machine['openssl']}.",
+            "",
+            f"Command: `{results['command']}`. Workload: {workload['images']} images "
+            f"({workload['indexes']} multi-arch), {workload['distinct_blobs']} distinct blobs, "
+            f"{workload['mib']:.0f} MiB, blobs of {_human(workload['smallest_blob'])} to "
+            f"{_human(workload['largest_blob'])}; plus one image with a single "
+            f"{_human(big['largest_blob'])} layer and {max(params['small_counts'])} tiny images. "
+            f"Medians of {params['repeats']} alternating runs; MiB/s are of the bytes moved. "
+            "How it is measured: [benchmarks/README.md](benchmarks/README.md).",
+            "",
+            table(results),
+            "",
+            targets_table(results),
+            README_END,
+        ]
+    )
+
+
+def _human(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor:
+            return f"{size / factor:.1f} {unit}".replace(".0 ", " ")
+    return f"{size} B"
+
+
+def update_readme(path: Path, results: dict[str, Any]) -> None:
+    """Replace the text between the benchmark markers, or append a Benchmark section."""
+    text = path.read_text()
+    section = readme_section(results)
+    if README_START in text and README_END in text:
+        head, rest = text.split(README_START, 1)
+        _, tail = rest.split(README_END, 1)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n## Benchmark\n\n" + section + "\n"
+    path.write_text(text)

@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""airgap benchmark: collect, import, re-import and verify against skopeo, openssl and
+the registry's raw ingest limit, on loopback registries this script starts itself.
+
+    .venv/bin/python benchmarks/run.py [--images 40] [--repeats 3] [--scale 1.0]
+                                       [--out bench-out/] [--quick] [--profile]
+
+Writes OUT/results.json, prints a table and (full runs) updates the Benchmark section
+of the top-level README. See benchmarks/README.md for what is measured and how.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import report  # noqa: E402
+from benchmarks.measure import (  # noqa: E402
+    Runner,
+    Sample,
+    dump_json,
+    fresh_registry,
+    hermetic_env,
+    machine_info,
+    raw_ingest,
+    registry_has_blobs,
+    skopeo_cmd,
+)
+from benchmarks.workload import GIB, MIB, ImageSet, Workload  # noqa: E402
+from tests.harness import skopeo  # noqa: E402
+from tests.harness.registry import RegistryServer  # noqa: E402
+
+TARGET_PREFIX = "mirror"
+
+
+def airgap_command() -> list[str]:
+    script = Path(sys.executable).parent / "airgap"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from airgap.cli import main; main()"]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out.resolve()
+        self.work = self.out / "work"
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
+        self.env = hermetic_env(self.out / "env")
+        shutil.rmtree(self.out / "logs", ignore_errors=True)
+        self.runner = Runner(self.out / "logs", self.env)
+        self.airgap = airgap_command()
+        self.samples: dict[str, list[Sample]] = {}
+        self.sizes: dict[str, int] = {}
+        self.rows: list[report.Row] = []
+        self.workload = Workload(
+            self.out,
+            images=args.images,
+            scale=args.scale,
+            small_count=max(args.small_counts),
+            big_size=args.big_mib * MIB,
+            log=self.log,
+        )
+        self.started = time.monotonic()
+
+    def log(self, message: str) -> None:
+        elapsed = time.monotonic() - getattr(self, "started", time.monotonic())
+        print(f"[{elapsed:7.1f}s] {message}", flush=True)
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def record(self, key: str, phase: str, tool: str, size: int, sample: Sample) -> None:
+        if key not in self.samples:
+            self.samples[key] = []
+            self.sizes[key] = size
+            self.rows.append(report.Row(key, phase, tool, size))
+        self.samples[key].append(sample)
+        rate = size / MIB / sample.seconds if sample.seconds else 0.0
+        self.log(
+            f"  {key:24s} {sample.seconds:8.2f}s {rate:8.1f} MiB/s "
+            f"rss {sample.rss_kib / 1024:6.1f} MiB"
+        )
+
+    # -- setup ------------------------------------------------------------------------
+
+    def setup(self) -> RegistryServer:
+        self.log(f"out: {self.out}")
+        self.workload.prepare()
+        for image_set in (self.workload.main, self.workload.big, self.workload.small):
+            self.log(f"workload {image_set.name}: {image_set.summary()}")
+        source = self.workload.start_source()
+        self.log(f"source registry {source.host}")
+        env_dir = self.out / "env"
+        self.key = env_dir / "bench.key"
+        self.pub = env_dir / "bench.pub"
+        self.runner.run([*self.airgap, "keygen", str(self.key), "--force"], "keygen")
+        self.small_sets = {
+            count: self.workload.small.subset(count, self.workload.layout)
+            for count in self.args.small_counts
+        }
+        self.specs = {
+            "main": self.spec("main", self.workload.main),
+            "big": self.spec("big", self.workload.big),
+            **{f"small{c}": self.spec(f"small{c}", s) for c, s in self.small_sets.items()},
+        }
+        return source
+
+    def spec(self, name: str, image_set: ImageSet) -> Path:
+        assert self.workload.registry is not None
+        host = self.workload.registry.host
+        lines = ["images:"]
+        lines += [f"  - {ref}" for ref in self.workload.references(image_set)]
+        lines += ["registries:", f'  "{host}": {{plainHTTP: true}}']
+        path = self.out / "env" / f"{name}.yaml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    # -- commands ---------------------------------------------------------------------
+
+    def collect(self, spec: str, bundle: Path) -> list[str]:
+        bundle.unlink(missing_ok=True)
+        return [
+            *self.airgap,
+            "collect",
+            str(self.specs[spec]),
+            "--sign-key",
+            str(self.key),
+            "-o",
+            str(bundle),
+            "-q",
+        ]
+
+    def import_(self, bundle: Path, registry: RegistryServer) -> list[str]:
+        return [
+            *self.airgap,
+            "import",
+            str(bundle),
+            "--key",
+            str(self.pub),
+            "--registry",
+            f"{registry.host}/{TARGET_PREFIX}",
+            "--plain-http",
+            "-q",
+        ]
+
+    def verify(self, bundle: Path) -> list[str]:
+        return [*self.airgap, "verify", str(bundle), "--key", str(self.pub)]
+
+    def skopeo_pull(self, layout: Path) -> list[list[str]]:
+        source = self.workload.registry
+        assert source is not None
+        flags = skopeo.registry_flags(source, "src-")
+        return [
+            skopeo_cmd(
+                self.out / "env",
+                "copy",
+                "--all",
+                *flags,
+                f"docker://{source.host}/{image.repository}:{image.tag}",
+                f"oci:{layout}:{image.name}",
+            )
+            for image in self.workload.main.images
+        ]
+
+    def skopeo_push(self, layout: Path, registry: RegistryServer) -> list[list[str]]:
+        flags = skopeo.registry_flags(registry, "dest-")
+        return [
+            skopeo_cmd(
+                self.out / "env",
+                "copy",
+                "--all",
+                "--preserve-digests",
+                *flags,
+                f"oci:{layout}:{image.name}",
+                f"docker://{registry.host}/{TARGET_PREFIX}/{image.repository}:{image.tag}",
+            )
+            for image in self.workload.main.images
+        ]
+
+    # -- one repetition -----------------------------------------------------------------
+
+    def alternate(self, rep: int, *steps: Callable[[], None]) -> None:
+        """Run ``steps`` in order on even repetitions, reversed on odd ones."""
+        for step in steps if rep % 2 == 0 else reversed(steps):
+            step()
+
+    def repetition(self, rep: int) -> None:
+        main = self.workload.main
+        size = main.bytes
+        bundle = self.work / "main.tar"
+        layout = self.work / "skopeo-oci"
+        run = self.runner.run
+
+        def airgap_collect() -> None:
+            sample = run(self.collect("main", bundle), "collect-airgap")
+            self.record("collect/airgap", "collect", "airgap", size, sample)
+
+        def skopeo_collect() -> None:
+            shutil.rmtree(layout, ignore_errors=True)
+            sample = self.runner.run_loop(self.skopeo_pull(layout), "collect-skopeo")
+            self.record("collect/skopeo", "collect", "skopeo copy loop", size, sample)
+
+        self.alternate(rep, airgap_collect, skopeo_collect)
+
+        with (
+            fresh_registry(self.work / "target-airgap") as target_a,
+            fresh_registry(self.work / "target-skopeo") as target_s,
+        ):
+
+            def airgap_import(key: str = "import/airgap", phase: str = "import") -> None:
+                sample = run(self.import_(bundle, target_a), key.replace("/", "-"))
+                self.record(key, phase, "airgap", size, sample)
+
+            def skopeo_import(key: str = "import/skopeo", phase: str = "import") -> None:
+                sample = self.runner.run_loop(
+                    self.skopeo_push(layout, target_s), key.replace("/", "-")
+                )
+                self.record(key, phase, "skopeo copy loop", size, sample)
+
+            self.alternate(rep, airgap_import, skopeo_import)
+            if rep == 0:
+                self.check_targets(target_a, target_s)
+            self.alternate(
+                rep,
+                lambda: airgap_import("reimport/airgap", "re-import (unchanged)"),
+                lambda: skopeo_import("reimport/skopeo", "re-import (unchanged)"),
+            )
+
+        bundle_size = bundle.stat().st_size
+
+        def airgap_verify() -> None:
+            sample = run(self.verify(bundle), "verify-airgap")
+            self.record("verify/airgap", "verify", "airgap", bundle_size, sample)
+
+        def openssl_verify() -> None:
+            sample = run(["openssl", "dgst", "-sha256", str(bundle)], "verify-openssl")
+            self.record("verify/openssl", "verify", "openssl dgst -sha256", bundle_size, sample)
+
+        self.alternate(rep, airgap_verify, openssl_verify)
+        shutil.rmtree(layout, ignore_errors=True)
+
+        self.raw(rep)
+        self.big(rep)
+        self.linearity(rep)
+
+    def check_targets(self, *registries: RegistryServer) -> None:
+        """Untimed: both tools really pushed every image (and nothing was skipped)."""
+        for registry in registries:
+            repos = [f"{TARGET_PREFIX}/{image.repository}" for image in self.workload.main.images]
+            for repo, image in zip(repos, self.workload.main.images, strict=True):
+                raw = skopeo.raw_manifest(f"{registry.host}/{repo}:{image.tag}", registry=registry)
+                if not raw:
+                    raise RuntimeError(f"{registry.host}/{repo} is missing")
+        self.log("  check: every image is in both target registries")
+
+    def raw(self, rep: int) -> None:
+        blobs = self.workload.main.layer_blobs
+        paths = {digest: self.workload.layout.blob_path(digest) for digest in blobs}
+        size = sum(blobs.values())
+        order = list(self.args.raw_parallel)
+        for parallel in order if rep % 2 == 0 else reversed(order):
+            with fresh_registry(self.work / "target-raw") as target:
+                sample = raw_ingest(target, paths, blobs, parallel, self.env, self.work / "raw")
+                if rep == 0 and not registry_has_blobs(target, "raw/blobs", list(blobs)[:5]):
+                    raise RuntimeError("raw ingest: uploaded blobs are not in the registry")
+            self.record(
+                f"raw/curl-x{parallel}",
+                "raw registry ingest",
+                f"curl --parallel x{parallel}",
+                size,
+                sample,
+            )
+
+    def big(self, rep: int) -> None:
+        size = self.workload.big.bytes
+        bundle = self.work / "big.tar"
+        sample = self.runner.run(self.collect("big", bundle), "big-collect")
+        self.record("big-collect/airgap", "1 GiB layer: collect", "airgap", size, sample)
+        sample = self.runner.run(self.verify(bundle), "big-verify")
+        self.record("big-verify/airgap", "1 GiB layer: verify", "airgap", size, sample)
+        with fresh_registry(self.work / "target-big") as target:
+            sample = self.runner.run(self.import_(bundle, target), "big-import")
+        self.record("big-import/airgap", "1 GiB layer: import", "airgap", size, sample)
+        bundle.unlink(missing_ok=True)
+
+    def linearity(self, rep: int) -> None:
+        counts = list(self.args.small_counts)
+        for count in counts if rep % 2 == 0 else reversed(counts):
+            image_set = self.small_sets[count]
+            bundle = self.work / f"small{count}.tar"
+            sample = self.runner.run(self.collect(f"small{count}", bundle), f"small{count}-collect")
+            self.record(
+                f"small{count}-collect/airgap",
+                f"{count} tiny images: collect",
+                "airgap",
+                image_set.bytes,
+                sample,
+            )
+            with fresh_registry(self.work / "target-small") as target:
+                sample = self.runner.run(self.import_(bundle, target), f"small{count}-import")
+            self.record(
+                f"small{count}-import/airgap",
+                f"{count} tiny images: import",
+                "airgap",
+                image_set.bytes,
+                sample,
+            )
+            sample = self.runner.run(self.verify(bundle), f"small{count}-verify")
+            self.record(
+                f"small{count}-verify/airgap",
+                f"{count} tiny images: verify",
+                "airgap",
+                image_set.bytes,
+                sample,
+            )
+            bundle.unlink(missing_ok=True)
+
+    # -- profiles ---------------------------------------------------------------------
+
+    def profile(self) -> None:
+        """py-spy (wall clock, idle included, every thread) over each airgap command."""
+        from benchmarks.profile_summary import summarise_file
+
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        if not Path(py_spy).is_file():
+            self.log("profile: py-spy not found (.venv/bin/pip install py-spy); skipped")
+            return
+        profiles = self.out / "profiles"
+        profiles.mkdir(exist_ok=True)
+        bundle = self.work / "main.tar"
+
+        def record(name: str, cmd: list[str]) -> None:
+            output = profiles / f"{name}.speedscope.json"
+            for gil in (False, True):
+                target = output if not gil else profiles / f"{name}.gil.speedscope.json"
+                wrapped = [py_spy, "record", "--rate", "200", "--threads", "--nonblocking"]
+                wrapped += ["--gil"] if gil else ["--idle"]
+                wrapped += ["--format", "speedscope", "-o", str(target), "--", *cmd]
+                sample = self.runner.run(wrapped, f"profile-{name}{'-gil' if gil else ''}")
+                text = summarise_file(target)
+                (target.with_suffix(".txt")).write_text(text)
+                self.log(
+                    f"profile {name} ({'GIL holders' if gil else 'wall'}) "
+                    f"{sample.seconds:.1f}s -> {target.with_suffix('.txt')}"
+                )
+
+        record("collect", self.collect("main", bundle))
+        with fresh_registry(self.work / "target-profile") as target:
+            record("import", self.import_(bundle, target))
+        with fresh_registry(self.work / "target-profile") as target:
+            self.runner.run(self.import_(bundle, target), "profile-import-fill")
+            record("reimport", self.import_(bundle, target))
+        record("verify", self.verify(bundle))
+
+    # -- the whole run ------------------------------------------------------------------
+
+    def results(self) -> dict[str, Any]:
+        measurements = {
+            key: report.summarise(samples, self.sizes[key]) for key, samples in self.samples.items()
+        }
+        raw_keys = [key for key in measurements if key.startswith("raw/")]
+        metrics = report.derive(measurements, raw_keys)
+        metrics["small_counts"] = list(self.args.small_counts)
+        workload = {
+            "main": self.workload.main.summary(),
+            "big": self.workload.big.summary(),
+            **{f"small{c}": s.summary() for c, s in self.small_sets.items()},
+        }
+        return {
+            "command": self.args.command_line,
+            "params": {
+                "images": self.args.images,
+                "repeats": self.args.repeats,
+                "scale": self.args.scale,
+                "quick": self.args.quick,
+                "big_mib": self.args.big_mib,
+                "small_counts": list(self.args.small_counts),
+                "raw_parallel": list(self.args.raw_parallel),
+                "airgap_concurrency": 8,
+            },
+            "machine": machine_info(),
+            "workload": workload,
+            "rows": [row.__dict__ for row in self.rows],
+            "measurements": measurements,
+            "metrics": metrics,
+            "targets": report.evaluate(metrics),
+            "total_seconds": round(time.monotonic() - self.started, 1),
+        }
+
+    def run(self) -> dict[str, Any] | None:
+        self.setup()
+        try:
+            for rep in range(self.args.repeats):
+                self.log(f"repetition {rep + 1}/{self.args.repeats}")
+                self.repetition(rep)
+                shutil.rmtree(self.work, ignore_errors=True)
+                self.work.mkdir()
+            results = self.results() if self.args.repeats else None
+            if self.args.profile:
+                self.runner.run(self.collect("main", self.work / "main.tar"), "profile-prep")
+                self.profile()
+        finally:
+            self.workload.stop()
+            self.runner.close()
+            if not self.args.keep:
+                shutil.rmtree(self.work, ignore_errors=True)
+        return results
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=None, help="main images (default 40)")
+    parser.add_argument("--repeats", type=int, default=None, help="repetitions (default 3)")
+    parser.add_argument("--scale", type=float, default=None, help="layer size factor (1.0)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-out", help="output dir")
+    parser.add_argument("--quick", action="store_true", help="tiny workload, 1 repeat")
+    parser.add_argument("--big-mib", type=int, default=None, help="big layer MiB (1024)")
+    parser.add_argument(
+        "--small-counts", default=None, help="tiny-image counts for linearity (40,400)"
+    )
+    parser.add_argument("--raw-parallel", default=None, help="curl parallelisms (4,8,16)")
+    parser.add_argument("--profile", action="store_true", help="also py-spy each command")
+    parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
+    parser.add_argument("--keep", action="store_true", help="keep bundles and layouts")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.images = args.images or (6 if quick else 40)
+    args.repeats = args.repeats if args.repeats is not None else (1 if quick else 3)
+    args.scale = args.scale or (0.02 if quick else 1.0)
+    args.big_mib = args.big_mib or (32 if quick else GIB // MIB)
+    small = args.small_counts or ("4,40" if quick else "40,400")
+    args.small_counts = sorted({int(c) for c in small.split(",")})
+    raw = args.raw_parallel or ("8" if quick else "4,8,16")
+    args.raw_parallel = [int(p) for p in raw.split(",")]
+    args.command_line = shlex.join(
+        [".venv/bin/python", "benchmarks/run.py", *(sys.argv[1:] if argv is None else argv)]
+    )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bench = Bench(args)
+    results = bench.run()
+    if results is None:
+        return 0
+    out = args.out.resolve()
+    dump_json(out / "results.json", results)
+    print()
+    print(report.table(results))
+    print()
+    print(report.targets_table(results))
+    print(f"\nwrote {out / 'results.json'} in {results['total_seconds']:.0f}s")
+    if not args.quick and not args.no_readme:
+        report.update_readme(ROOT / "README.md", results)
+        print(f"updated the Benchmark section of {ROOT / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Smoke test of the benchmark harness: ``benchmarks/run.py --quick`` runs end to end and
+reports every metric. A test of the harness, never a timing assertion (~15-30 s)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness.registry import REGISTRY_BINARY
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (shutil.which("skopeo") and shutil.which("curl") and shutil.which("openssl"))
+        or not Path(REGISTRY_BINARY).exists(),
+        reason="needs skopeo, curl, openssl and docker-registry",
+    ),
+]
+
+MEASUREMENTS = [
+    "collect/airgap",
+    "collect/skopeo",
+    "import/airgap",
+    "import/skopeo",
+    "reimport/airgap",
+    "reimport/skopeo",
+    "verify/airgap",
+    "verify/openssl",
+    "raw/curl-x8",
+    "big-collect/airgap",
+    "big-verify/airgap",
+    "big-import/airgap",
+    "small4-collect/airgap",
+    "small40-collect/airgap",
+    "small4-import/airgap",
+    "small40-import/airgap",
+]
+METRICS = [
+    "collect_mib_s",
+    "collect_skopeo_mib_s",
+    "collect_vs_skopeo",
+    "import_mib_s",
+    "import_skopeo_mib_s",
+    "import_vs_skopeo",
+    "raw_limit_mib_s",
+    "import_vs_limit",
+    "reimport_seconds",
+    "reimport_vs_import",
+    "verify_mib_s",
+    "openssl_mib_s",
+    "verify_vs_openssl",
+    "peak_rss_max_mib",
+    "big_layer_rss_increase_mib",
+    "linearity_collect_ratio",
+    "linearity_import_ratio",
+]
+
+
+def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
+    out = tmp_path / "bench-out"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+
+    for key in MEASUREMENTS:
+        entry = data["measurements"][key]
+        assert len(entry["seconds"]) == 1, key  # --quick: one repetition
+        assert entry["median_seconds"] > 0, key
+        assert entry["mib_per_s"] > 0, key
+        assert entry["bytes"] > 0, key
+        if key.endswith("/airgap"):  # peak RSS of every airgap command, from wait4
+            assert entry["peak_rss_mib"] > 0, key
+    for metric in METRICS:
+        assert data["metrics"][metric] is not None, metric
+    assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
+
+    targets = {target["metric"]: target for target in data["targets"]}
+    assert len(targets) == 8
+    assert all(isinstance(target["met"], bool) for target in targets.values())
+    assert data["workload"]["main"]["indexes"] >= 1  # multi-arch images are in the mix
+    assert data["machine"]["nproc"] >= 1 and data["machine"]["date"]
+
+    assert "| collect | airgap |" in result.stdout  # the printed table
+    assert "updated the Benchmark section" not in result.stdout  # --quick leaves README alone
