@@ -239,6 +239,11 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
                 "--no-pin", is_flag=True, help="Do not pin rewritten references by digest."
             ),
             click.option(
+                "--reverify",
+                is_flag=True,
+                help="Hash the whole bundle even if this file was fully verified before.",
+            ),
+            click.option(
                 "--output-dir",
                 type=click.Path(file_okay=False, path_type=Path),
                 help="Where to write rewritten components and configuration.",
@@ -329,6 +334,7 @@ def _import_options(
     password_stdin: bool,
     namespace: str | None,
     provider_source: str,
+    reverify: bool,
     dry_run: bool = False,
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
@@ -348,6 +354,7 @@ def _import_options(
         credentials=_read_password(username, password_stdin),
         namespace=namespace,
         provider_source=provider_source,
+        reverify=reverify,
     )
 
 

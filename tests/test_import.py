@@ -362,3 +362,49 @@ def test_password_stdin_needs_username(capi_bundle: CollectedBundle) -> None:
         input="x\n",
     )
     assert_clean_failure(result, 2, "--username")
+
+
+def test_verification_cache_skips_rehashing_but_not_tampering(
+    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+) -> None:
+    """A re-import of an unchanged file reuses its full verification; any write to the
+    file (which moves its ctime) brings the full check back."""
+    bundle = tmp_path / "copy.tar"
+    bundle.write_bytes(capi_bundle.path.read_bytes())
+    registry = registry_factory("plain")
+
+    def run(*extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+        out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}"
+        result = run_airgap(
+            "import",
+            bundle,
+            "--key",
+            capi_bundle.key.public,
+            "--registry",
+            f"{registry.host}/{PREFIX}",
+            "--output-dir",
+            out,
+            "-q",
+            *extra,
+        )
+        report = json.loads((out / "import-report.json").read_text()) if out.exists() else {}
+        return result, report
+
+    first, report = run()
+    assert first.returncode == 0, first.stderr
+    assert report["verification"] == "full"
+    second, report = run()
+    assert (second.returncode, report["verification"], report["changed"]) == (0, "cached", False)
+    forced, report = run("--reverify")
+    assert (forced.returncode, report["verification"]) == (0, "full")
+    with tarfile.open(bundle) as tar:
+        member = next(m for m in tar.getmembers() if "/blobs/" in m.name and m.size > 1000)
+    with bundle.open("r+b") as handle:  # same size, same mtime restored: ctime still moves
+        stat = bundle.stat()
+        handle.seek(member.offset_data + 10)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(bundle, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    tampered, _ = run()
+    assert_clean_failure(tampered, 1, "failed verification", member.name)

@@ -17,6 +17,7 @@ from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.textfmt import human_size
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
+from airgap.verify.cache import VerificationCache
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ImportOptions:
     credentials: Credentials | None = None
     namespace: str | None = None
     provider_source: str = "selector"
+    reverify: bool = False  # hash every byte even if this file was verified before
 
     def pool(self) -> RegistryPool:
         """A registry pool configured for the target registry."""
@@ -88,6 +90,7 @@ class ImportResult:
             "bytes_uploaded": stats.bytes_uploaded,
             "duration_seconds": round(self.seconds, 3),
             "changed": stats.changed,
+            "verification": "cached" if self.bundle.from_cache else "full",
         }
 
 
@@ -95,7 +98,8 @@ def verified_mappings(
     bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
 ) -> tuple[VerifiedBundle, list[Mapping]]:
     """Verify first (the same code path as ``airgap verify``), then map every image."""
-    bundle = verify_bundle(bundle_path, keys)
+    cache = None if options.reverify else VerificationCache()
+    bundle = verify_bundle(bundle_path, keys, cache=cache)
     manifest = bundle.require_verified()
     references = [image.reference for image in manifest.images]
     return bundle, map_images(references, options.target, keep_registry=options.keep_registry)

@@ -18,6 +18,7 @@ from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.errors import BundleError, SignatureError
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
+from airgap.verify.cache import FileIdentity, VerificationCache
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.findings import Failure
 from airgap.verify.scan import Member, ScanResult, scan
@@ -36,6 +37,7 @@ class VerifiedBundle:
     members: dict[str, Member]
     failures: list[Failure] = field(default_factory=list)
     manifest_bytes: bytes = b""  # the signed bytes, exactly as in the tar
+    from_cache: bool = False  # content hashes taken from the verification cache
 
     @property
     def verified(self) -> bool:
@@ -73,10 +75,17 @@ class VerifiedBundle:
         raise BundleError(f"{self.path} failed verification: {first}{more}")
 
 
-def verify_bundle(path: Path, keys: list[Ed25519PublicKey] | None) -> VerifiedBundle:
+def verify_bundle(
+    path: Path, keys: list[Ed25519PublicKey] | None, *, cache: VerificationCache | None = None
+) -> VerifiedBundle:
     """Scan, check the signature (unless ``keys`` is None: explicitly unsigned), then
-    check the layout and providers against the verified members."""
-    result = scan(path)
+    check the layout and providers against the verified members.
+
+    With a ``cache``, an unchanged file that was fully verified before is not hashed
+    again; everything else is checked as usual."""
+    cached = cache.lookup(path) if cache else None
+    identity = FileIdentity.of(path) if cache and cached is None and path.is_file() else None
+    result = cached or scan(path)
     signer = _check_signature(result, keys)
     bundle = VerifiedBundle(
         path,
@@ -90,6 +99,9 @@ def verify_bundle(path: Path, keys: list[Ed25519PublicKey] | None) -> VerifiedBu
         present = {name: member.size for name, member in result.members.items()}
         bundle.failures.extend(check_layout(result.manifest, bundle.read, present))
         bundle.failures.extend(check_providers(result.manifest, bundle.read, present))
+    bundle.from_cache = cached is not None
+    if cache and identity and bundle.verified:
+        cache.store(path, identity, result)
     return bundle
 
 
