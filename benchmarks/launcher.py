@@ -5,10 +5,11 @@ the process that forked it (exec keeps the old address space's high-water mark),
 command spawned by the benchmark itself (~40 MiB of Python) would never show less than
 that. This launcher runs as ``python -S -I`` with the standard library only (~9 MiB),
 spawns each command with ``posix_spawn``, reaps it with ``os.wait4`` and answers one
-JSON line per request on stdout: ``{"rc", "seconds", "maxrss_kib"}``.
+JSON line per request on stdout: ``{"rc", "seconds", "maxrss_kib", "cpu_seconds"}``
+(user + system time of the command).
 
 Requests are JSON lines on stdin: ``{"cmd": [...], "out": PATH, "err": PATH,
-"sync": bool, "timeout": seconds}``.
+"timeout": seconds}``.
 """
 
 import json
@@ -19,8 +20,6 @@ import time
 
 
 def _run(request):
-    if request.get("sync"):
-        os.sync()
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -48,6 +47,7 @@ def _run(request):
         "rc": os.waitstatus_to_exitcode(status),
         "seconds": time.perf_counter() - started,
         "maxrss_kib": usage.ru_maxrss,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
     }
 
 
@@ -56,7 +56,8 @@ def main():
         try:
             answer = _run(json.loads(line))
         except OSError as exc:
-            answer = {"rc": 127, "seconds": 0.0, "maxrss_kib": 0, "error": str(exc)}
+            answer = {"rc": 127, "seconds": 0.0, "maxrss_kib": 0, "cpu_seconds": 0.0}
+            answer["error"] = str(exc)
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 

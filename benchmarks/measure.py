@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -35,10 +36,33 @@ class CommandFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Sample:
-    """One measured run: wall seconds and peak RSS (KiB) of the biggest process."""
+    """One measured run: wall seconds, peak RSS (KiB) of the biggest process, CPU seconds
+    of the command(s) and of the registries it talked to (out of 2 x wall on 2 cores)."""
 
     seconds: float
     rss_kib: int
+    cpu_seconds: float = 0.0
+    server_cpu_seconds: float = 0.0
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pids: Sequence[int]) -> float:
+    """User + system CPU seconds so far of live processes (registries)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _TICK
+    return total
+
+
+def registry_pid(registry: RegistryServer) -> int:
+    process = registry._process  # the harness keeps it private; the benchmark only reads it
+    return process.pid if process is not None else -1
 
 
 class Runner:
@@ -62,8 +86,11 @@ class Runner:
             self._launcher.stdin.close()
         self._launcher.wait(timeout=10)
 
-    def run(self, cmd: Sequence[str], name: str, *, sync: bool = True) -> Sample:
-        """Run ``cmd`` to completion; raise CommandFailed on a non-zero exit."""
+    def run(
+        self, cmd: Sequence[str], name: str, *, sync: bool = True, watch: Sequence[int] = ()
+    ) -> Sample:
+        """Run ``cmd`` to completion; raise CommandFailed on a non-zero exit. ``watch``:
+        pids (registries) whose CPU time during the command is recorded too."""
         self._count += 1
         stem = self.log_dir / f"{self._count:04d}-{name}"
         stem.with_suffix(".cmd").write_text(shlex.join(cmd) + "\n")
@@ -72,26 +99,34 @@ class Runner:
             "cmd": list(cmd),
             "out": str(stem.with_suffix(".out")),
             "err": str(err),
-            "sync": sync,
             "timeout": COMMAND_TIMEOUT,
         }
         assert self._launcher.stdin is not None and self._launcher.stdout is not None
+        if sync:
+            os.sync()
+        servers = process_cpu(watch)
         self._launcher.stdin.write(json.dumps(request) + "\n")
         self._launcher.stdin.flush()
         answer = json.loads(self._launcher.stdout.readline())
+        servers = process_cpu(watch) - servers
         if answer["rc"] != 0:
             tail = answer.get("error") or err.read_text(errors="replace")[-2000:]
             raise CommandFailed(f"{name} failed ({answer['rc']}): {shlex.join(cmd)}\n{tail}")
-        return Sample(answer["seconds"], answer["maxrss_kib"])
+        return Sample(answer["seconds"], answer["maxrss_kib"], answer["cpu_seconds"], servers)
 
-    def run_loop(self, cmds: Sequence[Sequence[str]], name: str) -> Sample:
-        """Run commands one after the other; total time, the largest peak RSS."""
+    def run_loop(
+        self, cmds: Sequence[Sequence[str]], name: str, *, watch: Sequence[int] = ()
+    ) -> Sample:
+        """Run commands one after the other: total time, largest peak RSS, total CPU."""
         os.sync()
+        servers = process_cpu(watch)
         started = time.perf_counter()
-        peak = 0
+        peak, cpu = 0, 0.0
         for cmd in cmds:
-            peak = max(peak, self.run(cmd, name, sync=False).rss_kib)
-        return Sample(time.perf_counter() - started, peak)
+            sample = self.run(cmd, name, sync=False)
+            peak, cpu = max(peak, sample.rss_kib), cpu + sample.cpu_seconds
+        elapsed = time.perf_counter() - started
+        return Sample(elapsed, peak, cpu, process_cpu(watch) - servers)
 
 
 # -- environments ----------------------------------------------------------------------
@@ -112,6 +147,8 @@ def hermetic_env(workdir: Path) -> dict[str, str]:
     env.update(
         {
             "DOCKER_CONFIG": str(docker_config),
+            # import's verification cache: kept apart, and cleared before cold imports
+            "AIRGAP_CACHE_DIR": str(workdir / "verify-cache"),
             "REGISTRY_AUTH_FILE": str(workdir / "skopeo" / "auth.json"),
             "CONTAINERS_REGISTRIES_CONF": str(workdir / "skopeo" / "registries.conf"),
             "TMPDIR": str(workdir / "skopeo" / "tmp"),
@@ -178,6 +215,9 @@ def raw_ingest(
         workdir / "posts.cfg", [{"url": start_url, "output": "/dev/null"} for _ in order]
     )
     os.sync()
+    server = registry_pid(registry)
+    servers = process_cpu([server])
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(
         [
@@ -208,10 +248,13 @@ def raw_ingest(
         check=True,
     )
     elapsed = time.perf_counter() - started
+    servers = process_cpu([server]) - servers
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     codes = result.stdout.decode().split()
     if codes != ["201"] * len(order):
         raise RuntimeError(f"raw ingest: unexpected statuses {sorted(set(codes))}")
-    return Sample(elapsed, 0)
+    return Sample(elapsed, 0, curl_cpu, servers)
 
 
 def registry_has_blobs(registry: RegistryServer, repository: str, digests: list[str]) -> bool:
@@ -255,7 +298,7 @@ def machine_info() -> dict[str, object]:
         "kernel": output(["uname", "-r"]),
         "skopeo": output(["skopeo", "--version"]),
         "registry": output(["docker-registry", "--version"]),
-        "openssl": output(["openssl", "version"]),
+        "openssl": output(["openssl", "version"]).split(" (")[0],
         "curl": output(["curl", "--version"]).splitlines()[0]
         if output(["curl", "--version"])
         else "",

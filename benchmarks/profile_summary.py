@@ -25,7 +25,8 @@ _THREAD_RE = re.compile(r'"([^"]*)"')
 def _group(profile_name: str) -> str:
     match = _THREAD_RE.search(profile_name)
     name = match.group(1) if match else profile_name
-    return re.sub(r"[-_]?\d+(_\d+)?$", "", name) or name
+    # py-spy leaves the main thread's name empty
+    return re.sub(r"[-_]?\d+(_\d+)?$", "", name) or "MainThread"
 
 
 def _short(frame: dict[str, Any]) -> str:
@@ -70,7 +71,8 @@ def summarise(data: dict[str, Any], top: int = 15) -> str:
         groups.items(), key=lambda item: -item[1][2][0]
     ):
         count = total[0] or 1
-        lines.append(f"== {group}: {total[0]} samples ({100 * total[0] / grand:.0f}% of all)")
+        share = 100 * total[0] / grand
+        lines.append(f"== {group}: {total[0]:.1f} thread-seconds sampled ({share:.0f}% of all)")
         lines.append("  self (leaf frame):")
         for name, value in self_counts.most_common(top):
             lines.append(f"    {100 * value / count:5.1f}%  {name}")

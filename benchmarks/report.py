@@ -32,12 +32,17 @@ def summarise(samples: list[Sample], size: int) -> dict[str, Any]:
     seconds = [round(s.seconds, 3) for s in samples]
     median = statistics.median(s.seconds for s in samples)
     rss = [s.rss_kib for s in samples]
+    cpu = statistics.median(s.cpu_seconds for s in samples)
+    server = statistics.median(s.server_cpu_seconds for s in samples)
     return {
         "seconds": seconds,
         "median_seconds": round(median, 3),
         "bytes": size,
         "mib_per_s": round(size / MIB / median, 1) if median > 0 else None,
         "peak_rss_mib": round(max(rss) / 1024, 1) if any(rss) else None,
+        "cpu_seconds": [round(s.cpu_seconds, 2) for s in samples],
+        "median_cpu_seconds": round(cpu, 2),
+        "median_registry_cpu_seconds": round(server, 2),
     }
 
 
@@ -188,8 +193,8 @@ def table(results: dict[str, Any]) -> str:
     """The results as a markdown table (also readable as plain text)."""
     metrics = results["metrics"]
     lines = [
-        "| phase | tool | median s | MiB/s | compared | peak RSS MiB |",
-        "| --- | --- | ---: | ---: | --- | ---: |",
+        "| phase | tool | median s | MiB/s | compared | peak RSS MiB | CPU s: tool + registry |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
     ]
     for row in results["rows"]:
         entry = results["measurements"].get(row["key"])
@@ -198,9 +203,16 @@ def table(results: dict[str, Any]) -> str:
         note = _row_note(row["key"], metrics)
         lines.append(
             f"| {row['phase']} | {row['tool']} | {entry['median_seconds']:.2f} "
-            f"| {_fmt(entry['mib_per_s'])} | {note} | {_fmt(entry['peak_rss_mib'])} |"
+            f"| {_fmt(entry['mib_per_s'])} | {note} | {_fmt(entry['peak_rss_mib'])} "
+            f"| {_cpu(entry)} |"
         )
     return "\n".join(lines)
+
+
+def _cpu(entry: dict[str, Any]) -> str:
+    tool = entry.get("median_cpu_seconds") or 0.0
+    server = entry.get("median_registry_cpu_seconds") or 0.0
+    return f"{tool:.1f} + {server:.1f}" if server else f"{tool:.1f}"
 
 
 def _row_note(key: str, metrics: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ of the top-level README. See benchmarks/README.md for what is measured and how.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -34,6 +35,7 @@ from benchmarks.measure import (  # noqa: E402
     machine_info,
     raw_ingest,
     registry_has_blobs,
+    registry_pid,
     skopeo_cmd,
 )
 from benchmarks.workload import GIB, MIB, ImageSet, Workload  # noqa: E402
@@ -73,6 +75,7 @@ class Bench:
             log=self.log,
         )
         self.started = time.monotonic()
+        self.load_start = _load()
 
     def log(self, message: str) -> None:
         elapsed = time.monotonic() - getattr(self, "started", time.monotonic())
@@ -89,7 +92,8 @@ class Bench:
         rate = size / MIB / sample.seconds if sample.seconds else 0.0
         self.log(
             f"  {key:24s} {sample.seconds:8.2f}s {rate:8.1f} MiB/s "
-            f"rss {sample.rss_kib / 1024:6.1f} MiB"
+            f"rss {sample.rss_kib / 1024:6.1f} MiB  cpu {sample.cpu_seconds:6.2f}s "
+            f"+ registry {sample.server_cpu_seconds:6.2f}s"
         )
 
     # -- setup ------------------------------------------------------------------------
@@ -100,6 +104,7 @@ class Bench:
         for image_set in (self.workload.main, self.workload.big, self.workload.small):
             self.log(f"workload {image_set.name}: {image_set.summary()}")
         source = self.workload.start_source()
+        self.source_pid = registry_pid(source)
         self.log(f"source registry {source.host}")
         env_dir = self.out / "env"
         self.key = env_dir / "bench.key"
@@ -154,6 +159,10 @@ class Bench:
             "-q",
         ]
 
+    def cold(self) -> None:
+        """Forget earlier verifications: the next import hashes the whole bundle."""
+        shutil.rmtree(self.env["AIRGAP_CACHE_DIR"], ignore_errors=True)
+
     def verify(self, bundle: Path) -> list[str]:
         return [*self.airgap, "verify", str(bundle), "--key", str(self.pub)]
 
@@ -201,14 +210,16 @@ class Bench:
         bundle = self.work / "main.tar"
         layout = self.work / "skopeo-oci"
         run = self.runner.run
+        source = [self.source_pid]
 
         def airgap_collect() -> None:
-            sample = run(self.collect("main", bundle), "collect-airgap")
+            sample = run(self.collect("main", bundle), "collect-airgap", watch=source)
             self.record("collect/airgap", "collect", "airgap", size, sample)
 
         def skopeo_collect() -> None:
             shutil.rmtree(layout, ignore_errors=True)
-            sample = self.runner.run_loop(self.skopeo_pull(layout), "collect-skopeo")
+            pull = self.skopeo_pull(layout)
+            sample = self.runner.run_loop(pull, "collect-skopeo", watch=source)
             self.record("collect/skopeo", "collect", "skopeo copy loop", size, sample)
 
         self.alternate(rep, airgap_collect, skopeo_collect)
@@ -219,12 +230,20 @@ class Bench:
         ):
 
             def airgap_import(key: str = "import/airgap", phase: str = "import") -> None:
-                sample = run(self.import_(bundle, target_a), key.replace("/", "-"))
+                if key == "import/airgap":
+                    self.cold()  # the re-import may use what this import verified
+                sample = run(
+                    self.import_(bundle, target_a),
+                    key.replace("/", "-"),
+                    watch=[registry_pid(target_a)],
+                )
                 self.record(key, phase, "airgap", size, sample)
 
             def skopeo_import(key: str = "import/skopeo", phase: str = "import") -> None:
                 sample = self.runner.run_loop(
-                    self.skopeo_push(layout, target_s), key.replace("/", "-")
+                    self.skopeo_push(layout, target_s),
+                    key.replace("/", "-"),
+                    watch=[registry_pid(target_s)],
                 )
                 self.record(key, phase, "skopeo copy loop", size, sample)
 
@@ -249,10 +268,22 @@ class Bench:
 
         self.alternate(rep, airgap_verify, openssl_verify)
         shutil.rmtree(layout, ignore_errors=True)
+        bundle.unlink()
+        self.page_cache(size)
 
         self.raw(rep)
         self.big(rep)
         self.linearity(rep)
+
+    def page_cache(self, size: int) -> None:
+        """Calibration: writing as many bytes as the workload into a new file (dd, page
+        cache only). On this VM freshly allocated memory is slow to touch, so this varies."""
+        target = self.work / "page-cache.bin"
+        count = max(1, size // MIB)
+        cmd = ["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={count}"]
+        sample = self.runner.run(cmd, "page-cache-dd")
+        self.record("pagecache/dd", "page-cache write (new file)", "dd bs=1M", count * MIB, sample)
+        target.unlink()
 
     def check_targets(self, *registries: RegistryServer) -> None:
         """Untimed: both tools really pushed every image (and nothing was skipped)."""
@@ -285,12 +316,16 @@ class Bench:
     def big(self, rep: int) -> None:
         size = self.workload.big.bytes
         bundle = self.work / "big.tar"
-        sample = self.runner.run(self.collect("big", bundle), "big-collect")
+        source = [self.source_pid]
+        sample = self.runner.run(self.collect("big", bundle), "big-collect", watch=source)
         self.record("big-collect/airgap", "1 GiB layer: collect", "airgap", size, sample)
         sample = self.runner.run(self.verify(bundle), "big-verify")
         self.record("big-verify/airgap", "1 GiB layer: verify", "airgap", size, sample)
+        self.cold()
         with fresh_registry(self.work / "target-big") as target:
-            sample = self.runner.run(self.import_(bundle, target), "big-import")
+            sample = self.runner.run(
+                self.import_(bundle, target), "big-import", watch=[registry_pid(target)]
+            )
         self.record("big-import/airgap", "1 GiB layer: import", "airgap", size, sample)
         bundle.unlink(missing_ok=True)
 
@@ -299,7 +334,11 @@ class Bench:
         for count in counts if rep % 2 == 0 else reversed(counts):
             image_set = self.small_sets[count]
             bundle = self.work / f"small{count}.tar"
-            sample = self.runner.run(self.collect(f"small{count}", bundle), f"small{count}-collect")
+            sample = self.runner.run(
+                self.collect(f"small{count}", bundle),
+                f"small{count}-collect",
+                watch=[self.source_pid],
+            )
             self.record(
                 f"small{count}-collect/airgap",
                 f"{count} tiny images: collect",
@@ -307,8 +346,13 @@ class Bench:
                 image_set.bytes,
                 sample,
             )
+            self.cold()
             with fresh_registry(self.work / "target-small") as target:
-                sample = self.runner.run(self.import_(bundle, target), f"small{count}-import")
+                sample = self.runner.run(
+                    self.import_(bundle, target),
+                    f"small{count}-import",
+                    watch=[registry_pid(target)],
+                )
             self.record(
                 f"small{count}-import/airgap",
                 f"{count} tiny images: import",
@@ -340,28 +384,25 @@ class Bench:
         profiles.mkdir(exist_ok=True)
         bundle = self.work / "main.tar"
 
-        def record(name: str, cmd: list[str]) -> None:
-            output = profiles / f"{name}.speedscope.json"
-            for gil in (False, True):
-                target = output if not gil else profiles / f"{name}.gil.speedscope.json"
-                wrapped = [py_spy, "record", "--rate", "200", "--threads", "--nonblocking"]
-                wrapped += ["--gil"] if gil else ["--idle"]
-                wrapped += ["--format", "speedscope", "-o", str(target), "--", *cmd]
-                sample = self.runner.run(wrapped, f"profile-{name}{'-gil' if gil else ''}")
-                text = summarise_file(target)
-                (target.with_suffix(".txt")).write_text(text)
-                self.log(
-                    f"profile {name} ({'GIL holders' if gil else 'wall'}) "
-                    f"{sample.seconds:.1f}s -> {target.with_suffix('.txt')}"
-                )
+        def record(name: str, cmd: list[str], gil: bool) -> None:
+            suffix = ".gil" if gil else ""
+            target = profiles / f"{name}{suffix}.speedscope.json"
+            wrapped = [py_spy, "record", "--rate", "200", "--threads", "--nonblocking"]
+            wrapped += ["--gil"] if gil else ["--idle"]
+            wrapped += ["--format", "speedscope", "-o", str(target), "--", *cmd]
+            sample = self.runner.run(wrapped, f"profile-{name}{suffix}")
+            summary = target.with_suffix(".txt")
+            summary.write_text(summarise_file(target))
+            what = "GIL holders" if gil else "wall clock"
+            self.log(f"profile {name} ({what}) {sample.seconds:.1f}s -> {summary}")
 
-        record("collect", self.collect("main", bundle))
-        with fresh_registry(self.work / "target-profile") as target:
-            record("import", self.import_(bundle, target))
-        with fresh_registry(self.work / "target-profile") as target:
-            self.runner.run(self.import_(bundle, target), "profile-import-fill")
-            record("reimport", self.import_(bundle, target))
-        record("verify", self.verify(bundle))
+        for gil in (False, True):
+            record("collect", self.collect("main", bundle), gil)
+            self.cold()
+            with fresh_registry(self.work / "target-profile") as target:
+                record("import", self.import_(bundle, target), gil)
+                record("reimport", self.import_(bundle, target), gil)
+            record("verify", self.verify(bundle), gil)
 
     # -- the whole run ------------------------------------------------------------------
 
@@ -389,7 +430,7 @@ class Bench:
                 "raw_parallel": list(self.args.raw_parallel),
                 "airgap_concurrency": 8,
             },
-            "machine": machine_info(),
+            "machine": {**machine_info(), "loadavg_start": self.load_start, "loadavg_end": _load()},
             "workload": workload,
             "rows": [row.__dict__ for row in self.rows],
             "measurements": measurements,
@@ -408,7 +449,6 @@ class Bench:
                 self.work.mkdir()
             results = self.results() if self.args.repeats else None
             if self.args.profile:
-                self.runner.run(self.collect("main", self.work / "main.tar"), "profile-prep")
                 self.profile()
         finally:
             self.workload.stop()
@@ -418,10 +458,15 @@ class Bench:
         return results
 
 
+def _load() -> list[float]:
+    """1/5/15-minute load averages: other work on the machine shows up here."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=None, help="main images (default 40)")
-    parser.add_argument("--repeats", type=int, default=None, help="repetitions (default 3)")
+    parser.add_argument("--repeats", type=int, default=None, help="repetitions (default 5)")
     parser.add_argument("--scale", type=float, default=None, help="layer size factor (1.0)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out", help="output dir")
     parser.add_argument("--quick", action="store_true", help="tiny workload, 1 repeat")
@@ -436,7 +481,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     quick = args.quick
     args.images = args.images or (6 if quick else 40)
-    args.repeats = args.repeats if args.repeats is not None else (1 if quick else 3)
+    args.repeats = args.repeats if args.repeats is not None else (1 if quick else 5)
     args.scale = args.scale or (0.02 if quick else 1.0)
     args.big_mib = args.big_mib or (32 if quick else GIB // MIB)
     small = args.small_counts or ("4,40" if quick else "40,400")

@@ -34,6 +34,7 @@ MEASUREMENTS = [
     "verify/airgap",
     "verify/openssl",
     "raw/curl-x8",
+    "pagecache/dd",
     "big-collect/airgap",
     "big-verify/airgap",
     "big-import/airgap",
@@ -82,8 +83,9 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
         assert entry["median_seconds"] > 0, key
         assert entry["mib_per_s"] > 0, key
         assert entry["bytes"] > 0, key
-        if key.endswith("/airgap"):  # peak RSS of every airgap command, from wait4
+        if key.endswith("/airgap"):  # peak RSS and CPU of every airgap command, from wait4
             assert entry["peak_rss_mib"] > 0, key
+            assert entry["median_cpu_seconds"] > 0, key
     for metric in METRICS:
         assert data["metrics"][metric] is not None, metric
     assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
