@@ -249,7 +249,9 @@ def readme_section(results: dict[str, Any]) -> str:
             f"{machine['memory_gib']} GiB RAM ({machine['cpu']}), loopback registries "
             f"(`{machine['registry']}`), {machine['skopeo']}, {machine['openssl']}.",
             "",
-            f"Command: `{results['command']}`. Workload: {workload['images']} images "
+            f"Command: `{results['command']}` (airgap at commit "
+            f"{results['airgap']['commit']}{'+changes' if results['airgap']['dirty'] else ''}). "
+            "Workload: {workload['images']} images "
             f"({workload['indexes']} multi-arch), {workload['distinct_blobs']} distinct blobs, "
             f"{workload['mib']:.0f} MiB, blobs of {_human(workload['smallest_blob'])} to "
             f"{_human(workload['largest_blob'])}; plus one image with a single "

@@ -15,6 +15,7 @@ import argparse
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +46,33 @@ from tests.harness.registry import RegistryServer  # noqa: E402
 TARGET_PREFIX = "mirror"
 
 
+def snapshot_airgap(out: Path, source: str) -> dict[str, Any]:
+    """Freeze the airgap package the benchmark runs: others may edit the working tree
+    while a run is going. ``head``: the committed tree; ``worktree``: a copy of it now."""
+    snapshot = out / "airgap-src"
+    shutil.rmtree(snapshot, ignore_errors=True)
+    snapshot.mkdir(parents=True)
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if source == "head":
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "HEAD", "airgap"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(snapshot)], input=archive.stdout, check=True)
+        dirty = False
+    else:
+        shutil.copytree(
+            ROOT / "airgap", snapshot / "airgap", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        dirty = bool(git("status", "--porcelain", "--", "airgap"))
+    return {"source": source, "commit": commit, "dirty": dirty, "path": str(snapshot)}
+
+
 def airgap_command() -> list[str]:
     script = Path(sys.executable).parent / "airgap"
     if script.is_file():
@@ -60,6 +88,10 @@ class Bench:
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir(parents=True)
         self.env = hermetic_env(self.out / "env")
+        self.airgap_tree = snapshot_airgap(self.out, args.airgap_source)
+        # every airgap command imports the frozen copy (PYTHONPATH precedes the editable
+        # install's finder), not whatever the working tree holds mid-run
+        self.env["PYTHONPATH"] = self.airgap_tree["path"]
         shutil.rmtree(self.out / "logs", ignore_errors=True)
         self.runner = Runner(self.out / "logs", self.env)
         self.airgap = airgap_command()
@@ -100,6 +132,9 @@ class Bench:
 
     def setup(self) -> RegistryServer:
         self.log(f"out: {self.out}")
+        tree = self.airgap_tree
+        state = "with uncommitted changes" if tree["dirty"] else "clean"
+        self.log(f"airgap: {tree['source']} at {tree['commit']} ({state}), from {tree['path']}")
         self.workload.prepare()
         for image_set in (self.workload.main, self.workload.big, self.workload.small):
             self.log(f"workload {image_set.name}: {image_set.summary()}")
@@ -430,6 +465,7 @@ class Bench:
                 "raw_parallel": list(self.args.raw_parallel),
                 "airgap_concurrency": 8,
             },
+            "airgap": self.airgap_tree,
             "machine": {**machine_info(), "loadavg_start": self.load_start, "loadavg_end": _load()},
             "workload": workload,
             "rows": [row.__dict__ for row in self.rows],
@@ -478,6 +514,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="also py-spy each command")
     parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
     parser.add_argument("--keep", action="store_true", help="keep bundles and layouts")
+    parser.add_argument(
+        "--airgap-source",
+        choices=["head", "worktree"],
+        default="head",
+        help="benchmark the committed airgap (head) or a copy of the working tree",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.images = args.images or (6 if quick else 40)
