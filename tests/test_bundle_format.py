@@ -12,8 +12,9 @@ from airgap.bundle.format import (
     ProviderRecord,
 )
 from airgap.bundle.reader import read_head
-from airgap.bundle.writer import write_bundle
+from airgap.bundle.writer import PlannedMember, RegionWriter, TarPlan
 from airgap.errors import BundleError
+from airgap.fsutil import atomic_writer
 
 
 def _manifest() -> BundleManifest:
@@ -61,20 +62,31 @@ def test_tar_layout_and_head(tmp_path: Path) -> None:
     payload.write_bytes(b"x" * 1000)
     long_name = "providers/" + "n" * 120 + "/file.yaml"
     out = tmp_path / "b.tar"
-    write_bundle(
-        out,
-        b"{}",
-        b"sig\n",
-        [(long_name, payload, 1000), ("images/x", payload, 1000)],
-        mtime=1_700_000_000,
-    )
+    members = [
+        PlannedMember(long_name, 1000, path=payload),
+        PlannedMember("images/x", 3, data=b"abc"),
+        PlannedMember("images/later", 700),  # filled after the skeleton, like a blob
+    ]
+    plan = TarPlan.build(b"{}", b"sig\n", members, mtime=1_700_000_000)
+    (region,) = plan.regions()
+    with atomic_writer(out) as handle:
+        plan.write_skeleton(handle.fileno())
+        writer = RegionWriter(handle.fileno(), region)
+        writer.write(b"y" * 300)
+        writer.seek(0)  # a retried download starts again
+        writer.write(b"z" * 700)
+        with pytest.raises(OSError, match="more bytes"):
+            writer.write(b"!")
+    assert out.stat().st_size == plan.total_size
     with tarfile.open(out) as tar:
         names = tar.getnames()
-        assert names == [MANIFEST_NAME, SIGNATURE_NAME, long_name, "images/x"]
+        assert names == [MANIFEST_NAME, SIGNATURE_NAME, long_name, "images/x", "images/later"]
         member = tar.getmember("images/x")
         assert member.isfile() and member.mtime == 1_700_000_000 and member.uid == 0
         extracted = tar.extractfile(long_name)
         assert extracted is not None and extracted.read() == b"x" * 1000
+        assert tar.extractfile("images/x").read() == b"abc"  # type: ignore[union-attr]
+        assert tar.extractfile("images/later").read() == b"z" * 700  # type: ignore[union-attr]
     head = read_head(out)
     assert (head.manifest_bytes, head.signature) == (b"{}", b"sig\n")
     assert not list(tmp_path.glob(".b.tar*"))  # no temporary left behind

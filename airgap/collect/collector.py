@@ -1,8 +1,10 @@
 """``airgap collect``: provider releases and their images into one signed bundle.
 
-Everything is staged in a temporary directory beside the output (same filesystem, so
-the final tar can be written with in-kernel copies) and removed afterwards; the bundle
-itself appears at its path only when it is complete.
+Provider files are fetched into a small staging directory beside the output. Images are
+resolved first (manifests and configs: small documents); at that point every member of
+the bundle is known by digest and size, so the manifest is signed and the tar laid out
+before any layer moves. Layers are then downloaded straight into their places in the
+output file, each byte written once. The bundle appears at its path only when complete.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from airgap.bundle.format import (
     ProviderRecord,
     blob_member,
 )
-from airgap.bundle.writer import write_bundle
-from airgap.collect.images import CopiedImage, ImageCopier
+from airgap.bundle.writer import PlannedMember, TarPlan
+from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
-from airgap.layout import INDEX_FILE, OCI_LAYOUT_FILE, LayoutWriter
+from airgap.fsutil import atomic_writer
+from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
 from airgap.progress import QUIET, Progress
 from airgap.providers.fetch import FetchedProvider, fetch_provider
 from airgap.reference import Reference, parse_reference
@@ -67,18 +70,26 @@ def collect(
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     try:
         providers = _fetch_providers(spec, staging, progress)
-        images = _copy_images(spec, providers, staging, concurrency, progress)
-        created = created_timestamp()
-        manifest = BundleManifest(
-            created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            tool_version=__version__,
-            providers=[_provider_record(p, staging) for p in providers],
-            images=[_image_record(i) for i in images],
-            files=_file_records(staging, images),
-        )
-        data = manifest.to_bytes()
-        members = [(f.path, staging / f.path, f.size) for f in manifest.files]
-        write_bundle(output, data, sign(key, data), members, mtime=int(created.timestamp()))
+        with RegistryPool(spec.registries, max_connections=max(concurrency, 4)) as pool:
+            copier = ImageCopier(
+                pool, platforms=spec.platforms, concurrency=concurrency, progress=progress
+            )
+            images = copier.resolve(_image_references(spec, providers))
+            created = created_timestamp()
+            members = _members(providers, images, staging)
+            manifest = BundleManifest(
+                created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                tool_version=__version__,
+                providers=[_provider_record(p, staging) for p in providers],
+                images=[_image_record(i) for i in images],
+                files=[_file_record(m) for m in members],
+            )
+            data = manifest.to_bytes()
+            plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
+            with atomic_writer(output) as out:
+                plan.write_skeleton(out.fileno())
+                regions = {_digest_of(r.name): r for r in plan.regions()}
+                copier.download(images, regions, out.fileno())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CollectResult(output, manifest, time.monotonic() - started)
@@ -104,23 +115,6 @@ def _image_references(spec: BundleSpec, providers: list[FetchedProvider]) -> lis
     return list(seen.values())
 
 
-def _copy_images(
-    spec: BundleSpec,
-    providers: list[FetchedProvider],
-    staging: Path,
-    concurrency: int,
-    progress: Progress,
-) -> list[CopiedImage]:
-    layout = LayoutWriter(staging / IMAGES_DIR)
-    with RegistryPool(spec.registries, max_connections=max(concurrency, 4)) as pool:
-        copier = ImageCopier(
-            pool, layout, platforms=spec.platforms, concurrency=concurrency, progress=progress
-        )
-        images = copier.copy(_image_references(spec, providers))
-    layout.write_index()
-    return images
-
-
 def _relative(path: Path, staging: Path) -> str:
     return path.relative_to(staging).as_posix()
 
@@ -139,37 +133,54 @@ def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord
     )
 
 
-def _image_record(image: CopiedImage) -> ImageRecord:
+def _image_record(image: ResolvedImage) -> ImageRecord:
     return ImageRecord(
-        reference=image.reference,
-        digest=image.manifest.digest,
-        media_type=image.manifest.media_type,
+        reference=str(image.reference),
+        digest=image.top.digest,
+        media_type=image.top.media_type,
         platforms=image.platforms,
         size=image.size,
         source_digest=image.source_digest,
     )
 
 
-def _hashed(path: Path, name: str) -> FileRecord:
-    hasher = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            hasher.update(chunk)
-    return FileRecord(path=name, sha256=hasher.hexdigest(), size=path.stat().st_size)
+def _members(
+    providers: list[FetchedProvider], images: list[ResolvedImage], staging: Path
+) -> list[PlannedMember]:
+    """Every member but the manifest and signature, in tar order: provider files, the
+    layout's metadata, then blobs by digest (in memory, or left to be downloaded)."""
+    members = [
+        PlannedMember(_relative(path, staging), path.stat().st_size, path=path)
+        for provider in providers
+        for path in (provider.metadata_path, provider.components_path)
+    ]
+    entries = [(str(i.reference), i.top.descriptor()) for i in images]
+    for name, data in ((OCI_LAYOUT_FILE, OCI_LAYOUT_CONTENT), (INDEX_FILE, index_json(entries))):
+        members.append(PlannedMember(f"{IMAGES_DIR}/{name}", len(data), data=data))
+    inline: dict[str, bytes] = {}
+    sizes: dict[str, int] = {}
+    for image in images:
+        inline.update(image.inline_blobs())
+        sizes.update({b.digest: b.size for b in image.blobs()})
+    sizes.update({digest: len(data) for digest, data in inline.items()})
+    for digest in sorted(sizes):
+        members.append(PlannedMember(blob_member(digest), sizes[digest], data=inline.get(digest)))
+    return members
 
 
-def _file_records(staging: Path, images: list[CopiedImage]) -> list[FileRecord]:
-    """Every member but the manifest and signature: provider files, the layout's
-    metadata files, then blobs. Blob names are their digests, verified on download,
-    so they need no second hashing pass."""
-    records: list[FileRecord] = []
-    for path in sorted((staging / "providers").rglob("*")):
-        if path.is_file():
-            records.append(_hashed(path, _relative(path, staging)))
-    for name in (OCI_LAYOUT_FILE, INDEX_FILE):
-        records.append(_hashed(staging / IMAGES_DIR / name, f"{IMAGES_DIR}/{name}"))
-    blobs_dir = staging / IMAGES_DIR / "blobs" / "sha256"
-    for path in sorted(blobs_dir.iterdir()):
-        digest = f"sha256:{path.name}"
-        records.append(FileRecord(blob_member(digest), path.name, path.stat().st_size))
-    return records
+def _file_record(member: PlannedMember) -> FileRecord:
+    """A member's sha256: hashed if it is a file or in memory; for a blob still to be
+    downloaded, its digest (the download is checked against it while streaming)."""
+    if member.data is not None:
+        return FileRecord(member.name, hashlib.sha256(member.data).hexdigest(), member.size)
+    if member.path is not None:
+        with member.path.open("rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        return FileRecord(member.name, digest, member.size)
+    return FileRecord(member.name, _digest_of(member.name).split(":", 1)[1], member.size)
+
+
+def _digest_of(member_name: str) -> str:
+    """``images/blobs/sha256/HEX`` -> ``sha256:HEX``."""
+    algorithm, hexpart = member_name.rsplit("/", 2)[-2:]
+    return f"{algorithm}:{hexpart}"

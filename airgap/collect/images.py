@@ -1,8 +1,10 @@
-"""Copy images from registries into an OCI image layout, many blobs at once.
+"""Copy images from registries into the bundle being written, many blobs at once.
 
-Three phases: resolve every image's manifest tree (small documents, in parallel), then
-download the union of their blobs once each (largest first, in parallel, hashed while
-streaming), then store the manifests' exact bytes and name each image in index.json.
+Two phases. ``resolve`` fetches every image's manifest tree and, for single-platform
+images, the small config that names the platform: all small documents, kept in memory
+as exact bytes. After that every digest and size is known, so collect can plan the whole
+bundle; ``download`` then streams the union of the remaining blobs, once each, largest
+first and in parallel, hashed as they arrive, straight into their places in the bundle.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from airgap.bundle.writer import Region, RegionWriter
 from airgap.errors import AirgapError
-from airgap.layout import LayoutWriter
 from airgap.oci import Descriptor, Manifest, config_platform, filter_index
 from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress, Task
@@ -26,7 +28,7 @@ MAX_CONFIG_BYTES = 1 << 20
 
 @dataclass
 class ResolvedImage:
-    """An image's manifest tree, as it will be stored."""
+    """An image's manifest tree as it will be stored, and where to pull its blobs."""
 
     reference: Reference
     registry: Registry
@@ -34,6 +36,7 @@ class ResolvedImage:
     top: Manifest
     manifests: list[Manifest] = field(default_factory=list)  # top and every child
     source_digest: str | None = None
+    config: bytes | None = None  # single-platform images: their config, for the platform
 
     @property
     def what(self) -> str:
@@ -46,14 +49,29 @@ class ResolvedImage:
                 seen.setdefault(blob.digest, blob)
         return list(seen.values())
 
+    @property
+    def size(self) -> int:
+        """Manifests plus unique blobs: what this image weighs in the bundle."""
+        return sum(m.size for m in self.manifests) + sum(b.size for b in self.blobs())
 
-@dataclass(frozen=True)
-class CopiedImage:
-    reference: str
-    manifest: Manifest
-    platforms: list[str]
-    size: int
-    source_digest: str | None
+    @property
+    def platforms(self) -> list[str]:
+        if self.top.is_index:
+            found = {c.platform for c in self.top.children() if c.platform}
+            return sorted(found - {UNKNOWN_PLATFORM})
+        platform = config_platform(self.config) if self.config else None
+        return [platform] if platform else []
+
+    def inline_blobs(self) -> dict[str, bytes]:
+        """Blob bytes already in memory: manifests, and the config if fetched."""
+        found = {m.digest: m.data for m in self.manifests}
+        config = self._config_descriptor()
+        if self.config is not None and config is not None:
+            found[config.digest] = self.config
+        return found
+
+    def _config_descriptor(self) -> Descriptor | None:
+        return None if self.top.is_index else next(iter(self.top.blobs()), None)
 
 
 @dataclass(frozen=True)
@@ -63,35 +81,23 @@ class _BlobJob:
 
 
 class ImageCopier:
-    """Copies images into ``layout``; one instance per collect run."""
+    """Resolves images, then fills their blobs into planned regions of one file."""
 
     def __init__(
         self,
         pool: RegistryPool,
-        layout: LayoutWriter,
         *,
         platforms: tuple[str, ...] | None = None,
         concurrency: int = 8,
         progress: Progress = QUIET,
     ) -> None:
         self._pool = pool
-        self._layout = layout
         self._platforms = platforms
         self._concurrency = concurrency
         self._progress = progress
 
-    def copy(self, references: Sequence[Reference]) -> list[CopiedImage]:
-        resolved = run_parallel(
-            [partial(self._resolve, ref) for ref in references], self._concurrency
-        )
-        self._download_blobs(resolved)
-        copied = []
-        for image in resolved:
-            for manifest in image.manifests:
-                self._layout.write_manifest(manifest)
-            self._layout.add_reference(str(image.reference), image.top.descriptor())
-            copied.append(self._record(image))
-        return copied
+    def resolve(self, references: Sequence[Reference]) -> list[ResolvedImage]:
+        return run_parallel([partial(self._resolve, ref) for ref in references], self._concurrency)
 
     def _resolve(self, reference: Reference) -> ResolvedImage:
         registry, repository = self._pool.pull_location(reference)
@@ -108,6 +114,11 @@ class ImageCopier:
                 )
             image.top, image.source_digest = filtered, top.digest
         self._gather(image, image.top)
+        config = image._config_descriptor()
+        if config is not None and config.size <= MAX_CONFIG_BYTES:
+            image.config = registry.fetch_small_blob(
+                repository, config.digest, config.size, what=what
+            )
         return image
 
     def _gather(self, image: ResolvedImage, manifest: Manifest) -> None:
@@ -116,44 +127,30 @@ class ImageCopier:
             fetched = image.registry.get_manifest(image.repository, child.digest, what=image.what)
             self._gather(image, fetched)
 
-    def _download_blobs(self, images: list[ResolvedImage]) -> None:
+    def download(self, images: list[ResolvedImage], regions: dict[str, Region], fd: int) -> None:
+        """Stream every blob that has a region into it (each digest once)."""
         jobs: dict[str, _BlobJob] = {}
         for image in images:
             for blob in image.blobs():
-                if blob.digest not in jobs and not self._layout.has_blob(blob.digest):
+                if blob.digest in regions and blob.digest not in jobs:
                     jobs[blob.digest] = _BlobJob(blob, image)
         ordered = sorted(jobs.values(), key=lambda job: job.descriptor.size, reverse=True)
         task = self._progress.task("images", sum(j.descriptor.size for j in ordered))
-        run_parallel([partial(self._download, job, task) for job in ordered], self._concurrency)
-
-    def _download(self, job: _BlobJob, task: Task) -> None:
-        blob, image = job.descriptor, job.image
-        with self._layout.blob_sink(blob.digest) as sink:
-            image.registry.download_blob(
-                image.repository,
-                blob.digest,
-                blob.size,
-                sink,
-                what=image.what,
-                on_bytes=partial(self._progress.advance, task),
-            )
-
-    def _record(self, image: ResolvedImage) -> CopiedImage:
-        size = sum(m.size for m in image.manifests) + sum(b.size for b in image.blobs())
-        return CopiedImage(
-            reference=str(image.reference),
-            manifest=image.top,
-            platforms=self._platforms_of(image),
-            size=size,
-            source_digest=image.source_digest,
+        run_parallel(
+            [
+                partial(self._download, job, RegionWriter(fd, regions[job.descriptor.digest]), task)
+                for job in ordered
+            ],
+            self._concurrency,
         )
 
-    def _platforms_of(self, image: ResolvedImage) -> list[str]:
-        if image.top.is_index:
-            found = [c.platform for c in image.top.children() if c.platform]
-            return sorted({p for p in found if p != UNKNOWN_PLATFORM})
-        config = next(iter(image.top.blobs()), None)
-        if config is None or config.size > MAX_CONFIG_BYTES:
-            return []
-        platform = config_platform(self._layout.blob_path(config.digest).read_bytes())
-        return [platform] if platform else []
+    def _download(self, job: _BlobJob, sink: RegionWriter, task: Task) -> None:
+        blob, image = job.descriptor, job.image
+        image.registry.download_blob(
+            image.repository,
+            blob.digest,
+            blob.size,
+            sink,
+            what=image.what,
+            on_bytes=partial(self._progress.advance, task),
+        )

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
+from typing import Protocol
 from urllib.parse import urljoin
 
 import httpx
@@ -32,6 +33,14 @@ from airgap.registry.credentials import Credentials
 
 CHUNK = 1 << 20
 BodyFactory = Callable[[], Iterable[bytes]]
+
+
+class BlobSink(Protocol):
+    """Where a downloaded blob goes: a file, or a region of the bundle being written."""
+
+    def seek(self, position: int, whence: int = 0, /) -> int: ...
+    def truncate(self, size: int | None = None, /) -> int: ...
+    def write(self, data: bytes, /) -> int: ...
 
 
 class Registry:
@@ -241,7 +250,7 @@ class Registry:
         repository: str,
         digest: str,
         size: int,
-        sink: BinaryIO,
+        sink: BlobSink,
         *,
         what: str,
         on_bytes: Callable[[int], None] | None = None,
@@ -267,9 +276,14 @@ class Registry:
             assert response is not None
             try:
                 for chunk in response.iter_raw():
+                    received += len(chunk)
+                    if received > size:
+                        raise DigestMismatchError(
+                            f"{what}: registry {self.display_name} served more than the "
+                            f"{size} bytes of blob {digest}"
+                        )
                     hasher.update(chunk)
                     sink.write(chunk)
-                    received += len(chunk)
                     if on_bytes:
                         on_bytes(len(chunk))
             except httpx.TransportError:
@@ -293,6 +307,12 @@ class Registry:
             )
         except _Final as final:
             raise final.error from None
+
+    def fetch_small_blob(self, repository: str, digest: str, size: int, *, what: str) -> bytes:
+        """A small blob (an image config) into memory, digest-checked."""
+        buffer = io.BytesIO()
+        self.download_blob(repository, digest, size, buffer, what=what)
+        return buffer.getvalue()
 
     def mount_blob(self, repository: str, digest: str, source: str, *, what: str) -> bool:
         """Ask the registry to link a blob from another repository; True if it did."""
