@@ -408,3 +408,35 @@ def test_verification_cache_skips_rehashing_but_not_tampering(
     os.utime(bundle, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     tampered, _ = run()
     assert_clean_failure(tampered, 1, "failed verification", member.name)
+
+
+def test_rerun_of_a_complete_import_only_checks_top_manifests(
+    capi_bundle: CollectedBundle, registry_factory, fault_proxy_factory, tmp_path: Path
+) -> None:
+    """A tag that already names the image's digest proves the image complete (the
+    registry accepted that manifest only once everything under it existed)."""
+    registry = registry_factory("plain")
+    proxy = fault_proxy_factory(registry)
+    args = [
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"{proxy.host}/{PREFIX}",
+        "-q",
+    ]
+    assert run_airgap(*args).returncode == 0
+    proxy.clear()
+    again = run_airgap(*args, "--output-dir", tmp_path / "out")
+    assert again.returncode == 0, again.stderr
+    requests = [(r.method, r.path) for r in proxy.requests if r.path != "/v2/"]
+    assert requests and all(m == "HEAD" and "/manifests/" in p for m, p in requests), requests
+    assert len(requests) == len(capi_bundle.manifest.images)
+    report = json.loads((tmp_path / "out/import-report.json").read_text())
+    assert (report["blobs_uploaded"], report["manifests_pushed"], report["changed"]) == (
+        0,
+        0,
+        False,
+    )
+    assert report["blobs_skipped"] > 0
