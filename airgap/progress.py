@@ -9,19 +9,15 @@ from __future__ import annotations
 import sys
 import threading
 from types import TracebackType
+from typing import TYPE_CHECKING, TypeAlias
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.progress import Progress as RichProgress
+if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
 
-Task = TaskID | None  # a progress bar handle; None when nothing is drawn
+    Task: TypeAlias = TaskID | None  # a progress bar handle; None when nothing is drawn
+else:
+    Task = object
 
 
 class Progress:
@@ -30,7 +26,17 @@ class Progress:
     def __init__(self, enabled: bool) -> None:
         self._rich: RichProgress | None = None
         self._lock = threading.Lock()
-        if enabled:
+        if enabled:  # rich is imported only when something will be drawn
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+            from rich.progress import Progress as RichProgress
+
             self._rich = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),

@@ -80,8 +80,11 @@ class RegistryPool:
             if found:
                 return found
             options = self._settings.get(host) or EndpointOptions()
+            plain = options.plain_http  # no TLS: do not load the system CA store
             client = http.build_client(
-                verify=http.ssl_context(options.ca_file, options.skip_tls_verify),
+                verify=False
+                if plain
+                else http.ssl_context(options.ca_file, options.skip_tls_verify),
                 max_connections=self._max_connections,
             )
             self._clients.append(client)
