@@ -251,7 +251,7 @@ def readme_section(results: dict[str, Any]) -> str:
             "",
             f"Command: `{results['command']}` (airgap at commit "
             f"{results['airgap']['commit']}{'+changes' if results['airgap']['dirty'] else ''}). "
-            "Workload: {workload['images']} images "
+            f"Workload: {workload['images']} images "
             f"({workload['indexes']} multi-arch), {workload['distinct_blobs']} distinct blobs, "
             f"{workload['mib']:.0f} MiB, blobs of {_human(workload['smallest_blob'])} to "
             f"{_human(workload['largest_blob'])}; plus one image with a single "
@@ -262,9 +262,21 @@ def readme_section(results: dict[str, Any]) -> str:
             table(results),
             "",
             targets_table(results),
+            *_missed_note(results),
             README_END,
         ]
     )
+
+
+def _missed_note(results: dict[str, Any]) -> list[str]:
+    missed = [target["name"] for target in results["targets"] if target["met"] is False]
+    if not missed:
+        return []
+    return [
+        "",
+        f"Not met: {', '.join(missed)}. Where the time goes, with profiles, and what bounds "
+        "it: [benchmarks/README.md, Findings](benchmarks/README.md#findings).",
+    ]
 
 
 def _human(size: int) -> str:

@@ -12,6 +12,7 @@ of the top-level README. See benchmarks/README.md for what is measured and how.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -513,6 +514,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--raw-parallel", default=None, help="curl parallelisms (4,8,16)")
     parser.add_argument("--profile", action="store_true", help="also py-spy each command")
     parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
+    parser.add_argument(
+        "--readme-only", action="store_true", help="rewrite README.md from OUT/results.json"
+    )
     parser.add_argument("--keep", action="store_true", help="keep bundles and layouts")
     parser.add_argument(
         "--airgap-source",
@@ -538,6 +542,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.readme_only:
+        saved = json.loads((args.out.resolve() / "results.json").read_text())
+        report.update_readme(ROOT / "README.md", saved)
+        print(f"updated the Benchmark section of {ROOT / 'README.md'} from {args.out}")
+        return 0
     bench = Bench(args)
     results = bench.run()
     if results is None:
