@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from airgap.mirror.importer import ImportOptions
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size
-from airgap.verify.report import inventory_json, inventory_tables
 
 
 def _fail(message: str, code: int) -> None:
@@ -107,6 +106,8 @@ def collect(spec: Path, sign_key: Path, output: Path, concurrency: int, quiet: b
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def inspect(bundle: Path, fmt: str) -> int:
     """Show what a bundle holds (read from its manifest; run verify to check it)."""
+    from airgap.verify.report import inventory_json, inventory_tables
+
     manifest = read_head(bundle).manifest
     if fmt == "json":
         click.echo(json.dumps(inventory_json(manifest), indent=2))

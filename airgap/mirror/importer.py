@@ -13,6 +13,7 @@ from airgap.mirror.mapping import Mapping, Target, map_images
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import Pusher, PushStats, load_tree
 from airgap.progress import QUIET, Progress
+from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.textfmt import human_size
@@ -122,29 +123,28 @@ def run_import(
         load_tree(bundle, by_reference[image.reference], image.digest, image.media_type)
         for image in manifest.images
     ]
+
+    def operator_outputs(registry: Registry | None = None) -> dict[str, bytes]:
+        return provider_outputs(
+            providers,
+            options.provider_output_options(),
+            target=options.target,
+            created=manifest.created,
+            registry=registry,
+        )
+
     files: dict[str, bytes] = {}
     wants_outputs = options.output_dir is not None
     if wants_outputs and options.provider_source == "selector":
         # built before pushing: a provider too large for a ConfigMap fails the import
         # before anything reaches the registry
-        files = provider_outputs(
-            providers,
-            options.provider_output_options(),
-            target=options.target,
-            created=manifest.created,
-        )
+        files = operator_outputs()
     with options.pool() as pool:
         registry = pool.registry(options.target.host)
         pusher = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress)
         stats = pusher.push(trees)
         if wants_outputs and options.provider_source == "oci":
-            files = provider_outputs(
-                providers,
-                options.provider_output_options(),
-                target=options.target,
-                created=manifest.created,
-                registry=registry,
-            )
+            files = operator_outputs(registry)  # publishes the provider artifacts
     result = ImportResult(bundle, mappings, stats, time.monotonic() - started)
     if options.output_dir is not None:
         ca_path = (
