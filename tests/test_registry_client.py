@@ -293,13 +293,14 @@ class CuttingProxy:
                     if self.command == "HEAD":
                         proxy._record(self.command, self.path, response.status)
                         return
+                    # log before the body leaves, so a client never outruns the log
+                    proxy._record(self.command, self.path, "cut" if cutting else response.status)
                     if cutting:
                         left = cut
                         while left and (data := response.read(left)):
                             self.wfile.write(data)
                             left -= len(data)
                         self.wfile.flush()
-                        proxy._record(self.command, self.path, "cut")
                         self.close_connection = True
                         if rst:
                             self.connection.setsockopt(
@@ -310,7 +311,6 @@ class CuttingProxy:
                         return
                     while data := response.read(64 * 1024):
                         self.wfile.write(data)
-                    proxy._record(self.command, self.path, response.status)
                 finally:
                     conn.close()
 
