@@ -115,7 +115,7 @@ def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) ->
     """Turn an httpx transport failure into a one-line NetworkError or TLSError."""
     target = redact_url(url)
     text = str(exc) or type(exc).__name__
-    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+    if _is_tls_failure(exc):
         return TLSError(
             f"{target}: TLS certificate not trusted ({_short(text)}); "
             "pass --ca-file with the registry's CA, or configure caFile"
@@ -203,23 +203,6 @@ def send(
 def _is_tls_failure(exc: httpx.TransportError) -> bool:
     text = str(exc)
     return "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text
-
-
-def get(
-    client: httpx.Client,
-    url: str,
-    *,
-    what: str,
-    headers: dict[str, str] | None = None,
-    policy: RetryPolicy = DEFAULT_RETRY,
-) -> httpx.Response:
-    """GET ``url`` fully into memory (small documents only) and raise on failure."""
-    response = send(
-        client, lambda: client.build_request("GET", url, headers=headers), policy=policy
-    )
-    if response.status_code >= 400:
-        raise status_error(response, what)
-    return response
 
 
 @contextmanager

@@ -66,10 +66,6 @@ class Authenticator:
         self._tokens: dict[tuple[str, ...], tuple[str, float]] = {}
         self._lock = threading.Lock()
 
-    @property
-    def has_credentials(self) -> bool:
-        return self._credentials is not None
-
     def learn(self, challenge: Challenge) -> None:
         self._challenge = challenge
 

@@ -359,9 +359,7 @@ class Registry:
         again for every attempt so nothing is ever buffered whole.
         """
         scopes = (repository_scope(repository, "pull,push"),)
-        start = self._send("POST", f"{repository}/blobs/uploads/", scopes, what=what, ok=(202,))
-        assert start is not None
-        start.close()
+        start = self._start_upload(repository, scopes, what)
         location = self._location(start.headers["Location"])
         minimum = int(start.headers.get("OCI-Chunk-Min-Length", "0") or 0)
         if chunk_size is None and minimum == 0:
@@ -371,18 +369,19 @@ class Registry:
             except HTTPStatusError as exc:
                 if exc.status not in (400, 413, 416):
                     raise
-                start = self._send(
-                    "POST",
-                    f"{repository}/blobs/uploads/",
-                    scopes,
-                    what=what,
-                    ok=(202,),
+                location = self._location(
+                    self._start_upload(repository, scopes, what).headers["Location"]
                 )
-                assert start is not None
-                location = self._location(start.headers["Location"])
         self._put_chunked(
             location, digest, size, body, scopes, what, max(chunk_size or 8 * CHUNK, minimum)
         )
+
+    def _start_upload(self, repository: str, scopes: tuple[str, ...], what: str) -> httpx.Response:
+        """Open an upload session; its Location says where the bytes go."""
+        start = self._send("POST", f"{repository}/blobs/uploads/", scopes, what=what, ok=(202,))
+        assert start is not None
+        start.close()
+        return start
 
     def _put_monolithic(
         self,

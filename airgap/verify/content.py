@@ -151,17 +151,11 @@ def _check_platforms(image: ImageRecord, layout: _Layout) -> list[Failure]:
 
 def _parse(descriptor: Descriptor, layout: _Layout) -> Manifest | str:
     """The manifest a descriptor points at, or why it cannot be had; parsed once."""
-    try:
-        member = blob_member(f"sha256:{digest_hex(descriptor.digest)}")
-    except AirgapError as exc:
-        return str(exc)
-    size = layout.present.get(member)
-    if size is None:
-        return f"manifest {descriptor.digest} {layout.absent(member)}"
-    if size != descriptor.size:
-        return (
-            f"manifest {descriptor.digest} is {size} bytes, its descriptor says {descriptor.size}"
-        )
+    problem = _blob_problem(descriptor, layout, "manifest")
+    if problem:
+        return problem
+    member = blob_member(descriptor.digest)
+    size = descriptor.size  # _blob_problem checked the member has exactly this size
     if size > MAX_MANIFEST_BYTES:
         return f"manifest {descriptor.digest} is implausibly large ({size} bytes)"
     known = layout.parsed.get(descriptor.digest)
@@ -202,16 +196,17 @@ def _walk(
     return failures
 
 
-def _blob_problem(blob: Descriptor, layout: _Layout) -> str | None:
+def _blob_problem(blob: Descriptor, layout: _Layout, kind: str = "blob") -> str | None:
+    """Why the member a descriptor names is unusable (bad digest, absent, wrong size)."""
     try:
         member = blob_member(f"sha256:{digest_hex(blob.digest)}")
     except AirgapError as exc:
         return str(exc)
     size = layout.present.get(member)
     if size is None:
-        return f"blob {blob.digest} {layout.absent(member)}"
+        return f"{kind} {blob.digest} {layout.absent(member)}"
     if size != blob.size:
-        return f"blob {blob.digest} is {size} bytes, its descriptor says {blob.size}"
+        return f"{kind} {blob.digest} is {size} bytes, its descriptor says {blob.size}"
     return None
 
 
