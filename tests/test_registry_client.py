@@ -443,6 +443,40 @@ def test_download_blob_writes_exactly_the_blob(
         assert sum(counted) == blob.size
 
 
+class _WriteSizes:
+    """A blob sink that keeps only the size of each write it gets."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def seek(self, position: int, whence: int = 0, /) -> int:
+        self.sizes.clear()
+        return 0
+
+    def truncate(self, size: int | None = None, /) -> int:
+        return 0
+
+    def write(self, data: bytes, /) -> int:
+        self.sizes.append(len(data))
+        return len(data)
+
+
+def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
+    plain_registry: RegistryServer, connect: Connect
+) -> None:
+    """Per-read Python work dominated collect's CPU at httpcore's 64 KiB reads; a blob
+    streamed over loopback must arrive in bigger reads (airgap.http.RESPONSE_READ_BYTES)."""
+    registry = connect(plain_registry)
+    data = os.urandom(4 * MIB)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    registry.upload_blob("read/size", digest, len(data), bytes_body(data, MIB), what="test")
+    sink = _WriteSizes()
+    registry.download_blob("read/size", digest, len(data), sink, what="test")
+    assert sum(sink.sizes) == len(data)
+    assert max(sink.sizes) > 64 * 1024
+    assert max(sink.sizes) <= airgap_http.RESPONSE_READ_BYTES
+
+
 def test_download_missing_blob_is_not_found(
     source_images: dict[str, TestImage],
     plain_registry: RegistryServer,
