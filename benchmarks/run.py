@@ -36,6 +36,7 @@ from benchmarks.measure import (  # noqa: E402
     hermetic_env,
     machine_info,
     raw_ingest,
+    recycle_pages,
     registry_has_blobs,
     registry_pid,
     settle_page_cache,
@@ -250,6 +251,10 @@ class Bench:
         state = "dropped" if self.page_cache_dropped else "not dropped (needs root)"
         self.log(f"  page cache {state}, workload re-read in {time.monotonic() - started:.1f}s")
 
+    def fresh_pages(self, size: int) -> None:
+        """Untimed: just-freed pages for the next writer (see recycle_pages)."""
+        recycle_pages(self.work, size)
+
     def repetition(self, rep: int) -> None:
         self.settle()
         main = self.workload.main
@@ -260,11 +265,13 @@ class Bench:
         source = [self.source_pid]
 
         def airgap_collect() -> None:
+            self.fresh_pages(size)
             sample = run(self.collect("main", bundle), "collect-airgap", watch=source)
             self.record("collect/airgap", "collect", "airgap", size, sample)
 
         def skopeo_collect() -> None:
             shutil.rmtree(layout, ignore_errors=True)
+            self.fresh_pages(size)
             pull = self.skopeo_pull(layout)
             sample = self.runner.run_loop(pull, "collect-skopeo", watch=source)
             self.record("collect/skopeo", "collect", "skopeo copy loop", size, sample)
@@ -279,6 +286,7 @@ class Bench:
             def airgap_import(key: str = "import/airgap", phase: str = "import") -> None:
                 if key == "import/airgap":
                     self.cold()  # the re-import may use what this import verified
+                    self.fresh_pages(size)
                 sample = run(
                     self.import_(bundle, target_a),
                     key.replace("/", "-"),
@@ -287,6 +295,8 @@ class Bench:
                 self.record(key, phase, "airgap", size, sample)
 
             def skopeo_import(key: str = "import/skopeo", phase: str = "import") -> None:
+                if key == "import/skopeo":
+                    self.fresh_pages(size)
                 sample = self.runner.run_loop(
                     self.skopeo_push(layout, target_s),
                     key.replace("/", "-"),
@@ -349,6 +359,7 @@ class Bench:
         size = sum(blobs.values())
         order = list(self.args.raw_parallel)
         for parallel in order if rep % 2 == 0 else reversed(order):
+            self.fresh_pages(size)
             with fresh_registry(self.work / "target-raw") as target:
                 sample = raw_ingest(target, paths, blobs, parallel, self.env, self.work / "raw")
                 if rep == 0 and not registry_has_blobs(target, "raw/blobs", list(blobs)[:5]):
@@ -365,11 +376,13 @@ class Bench:
         size = self.workload.big.bytes
         bundle = self.work / "big.tar"
         source = [self.source_pid]
+        self.fresh_pages(size)
         sample = self.runner.run(self.collect("big", bundle), "big-collect", watch=source)
         self.record("big-collect/airgap", "1 GiB layer: collect", "airgap", size, sample)
         sample = self.runner.run(self.verify(bundle), "big-verify")
         self.record("big-verify/airgap", "1 GiB layer: verify", "airgap", size, sample)
         self.cold()
+        self.fresh_pages(size)
         with fresh_registry(self.work / "target-big") as target:
             sample = self.runner.run(
                 self.import_(bundle, target), "big-import", watch=[registry_pid(target)]
