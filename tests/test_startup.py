@@ -1,0 +1,29 @@
+"""Start-up cost: every airgap command pays for what its modules import, and a re-import
+of an unchanged bundle is mostly start-up (benchmarks/README.md, Findings)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def loaded_after(statement: str) -> set[str]:
+    """Top-level packages loaded by ``statement`` in a fresh interpreter."""
+    probe = f"{statement}; import sys; print(' '.join(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    return {name.split(".")[0] for name in result.stdout.split()}
+
+
+def test_the_import_path_loads_neither_rich_nor_httpx_cli_dependencies() -> None:
+    """httpx loads its CLI (rich, pygments) when they are installed unless airgap stops
+    it; rich is only for progress bars, which quiet commands never draw."""
+    loaded = loaded_after("import airgap.cli, airgap.mirror.importer")
+    assert "httpx" in loaded
+    assert not loaded & {"rich", "pygments"}
+
+
+def test_httpx_still_works_without_its_cli() -> None:
+    loaded = loaded_after("import airgap, httpx; assert callable(httpx.main), httpx.Client")
+    assert "httpx" in loaded
