@@ -32,8 +32,8 @@ USER_AGENT = f"airgap/{__version__}"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # Bytes asked of the socket per read of an HTTP/1.1 response. httpcore's 64 KiB default
 # costs one recv, one h11 parse and one hash/pwrite round per 64 KiB of every blob, and
-# Python's per-read work then dominates collect's CPU: 256 KiB cut collect's CPU by a
-# quarter and its wall time by 30% on loopback (benchmarks/README.md). Over TLS a read
+# Python's per-read work then dominates collect's CPU: 256 KiB cut collect's CPU and wall
+# time by ~30% on loopback (benchmarks/README.md, Findings). Over TLS a read
 # returns at most one 16 KiB record whatever is asked, so this changes nothing there.
 RESPONSE_READ_BYTES = 256 * 1024
 
