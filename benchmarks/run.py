@@ -248,7 +248,11 @@ class Bench:
             step()
 
     def settle(self) -> None:
-        """Every repetition starts from the same memory state (see settle_page_cache)."""
+        """Every repetition starts from the same memory state (see settle_page_cache).
+        Not in --quick runs: they check the harness, not timings, and need not empty the
+        machine's page cache."""
+        if self.args.quick:
+            return
         started = time.monotonic()
         inputs = [self.workload.layout.root, self.workload.root / "source-registry"]
         self.page_cache_dropped = settle_page_cache(inputs)
