@@ -1183,7 +1183,15 @@ def test_refused_monolithic_upload_falls_back_to_chunks(
     proxy.inject("PUT", "/blobs/uploads/", status=413, times=1)
     registry.upload_blob("up/fallback", digest, len(data), bytes_body(data), what="test")
     uploads = [(r.method, r.status) for r in proxy.requests if "/blobs/uploads/" in r.path]
-    assert uploads[:4] == [("POST", 202), ("PUT", 413), ("POST", 202), ("PATCH", 202)]
+    assert uploads[:5] == [
+        ("POST", 202),
+        ("PUT", 413),
+        ("DELETE", 204),  # the refused session is cancelled, not left to expire
+        ("POST", 202),
+        ("PATCH", 202),
+    ]
+    paths = [r.path.split("?")[0] for r in proxy.requests if "/blobs/uploads/" in r.path]
+    assert paths[2] == paths[1] != paths[4]  # the refused session, not the new one (PATCH)
     assert uploads[-1] == ("PUT", 201)
     assert registry.blob_size("up/fallback", digest, what="test") == len(data)
     assert sha256_file(storage_blob(server, digest)) == digest

@@ -369,6 +369,7 @@ class Registry:
             except HTTPStatusError as exc:
                 if exc.status not in (400, 413, 416):
                     raise
+                self._cancel_upload(start, scopes)  # do not leave the refused session open
                 location = self._location(
                     self._start_upload(repository, scopes, what).headers["Location"]
                 )
