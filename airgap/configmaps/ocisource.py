@@ -8,7 +8,6 @@ operator looks for first (``<type>-<name>-<version>-metadata.yaml`` and
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from functools import partial
@@ -68,7 +67,7 @@ def publish(
     files = artifact_files(provider)
     what = f"provider artifact {provider.configmap_name}"
     for data in [EMPTY_CONFIG, *files.values()]:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        digest = sha256_digest(data)
         if registry.blob_size(repository, digest, what=what) is None:
             registry.upload_blob(repository, digest, len(data), partial(_tail, data), what=what)
     manifest = artifact_manifest(files, created)
