@@ -213,7 +213,7 @@ def push_random_image(registry: Registry, repository: str, tag: str) -> Manifest
         (config, "application/vnd.oci.image.config.v1+json"),
         (layer, "application/vnd.oci.image.layer.v1.tar"),
     ):
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        digest = skopeo.digest_of(data)
         registry.upload_blob(repository, digest, len(data), bytes_body(data), what="push")
         descriptors.append({"mediaType": media_type, "digest": digest, "size": len(data)})
     doc = {
@@ -468,7 +468,7 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
     streamed over loopback must arrive in bigger reads (airgap.http.RESPONSE_READ_BYTES)."""
     registry = connect(plain_registry)
     data = os.urandom(4 * MIB)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     registry.upload_blob("read/size", digest, len(data), bytes_body(data, MIB), what="test")
     sink = _WriteSizes()
     registry.download_blob("read/size", digest, len(data), sink, what="test")
@@ -585,7 +585,7 @@ def test_token_anonymous_pull_works_but_push_is_refused(
 
     server.clear()
     data = b"anonymous push attempt"
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     with pytest.raises(AuthError) as caught:
         registry.upload_blob(
             "token/anon", digest, len(data), bytes_body(data), what="push token/anon:v1"
@@ -1094,7 +1094,7 @@ def test_monolithic_upload_then_head(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(150_000)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     assert registry.blob_size("up/mono", digest, what="test") is None
     registry.upload_blob("up/mono", digest, len(data), bytes_body(data), what="test")
     assert registry.blob_size("up/mono", digest, what="test") == len(data)
@@ -1114,7 +1114,7 @@ def test_chunked_upload_with_small_chunks(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(300 * 1024 + 123)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     registry.upload_blob(
         "up/chunked", digest, len(data), bytes_body(data, 50_000), what="test", chunk_size=64 * 1024
     )
@@ -1135,7 +1135,7 @@ def test_chunked_upload_survives_a_503_on_a_patch(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(200 * 1024)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     proxy.inject("PATCH", "/blobs/uploads/", status=503, times=1)
     registry.upload_blob(
         "up/retry", digest, len(data), bytes_body(data), what="test", chunk_size=64 * 1024
@@ -1155,7 +1155,7 @@ def test_upload_retries_a_reset_and_a_503(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(200 * 1024)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     method = "PUT" if chunk_size is None else "PATCH"
     proxy.inject(method, "/blobs/uploads/", reset=True, times=1)
     proxy.inject(method, "/blobs/uploads/", status=503, times=1)
@@ -1179,7 +1179,7 @@ def test_refused_monolithic_upload_falls_back_to_chunks(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(100_000)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     proxy.inject("PUT", "/blobs/uploads/", status=413, times=1)
     registry.upload_blob("up/fallback", digest, len(data), bytes_body(data), what="test")
     uploads = [(r.method, r.status) for r in proxy.requests if "/blobs/uploads/" in r.path]
@@ -1206,7 +1206,7 @@ def test_mount_from_another_repository(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(40_000)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     registry.upload_blob("mount/source", digest, len(data), bytes_body(data), what="test")
     assert registry.blob_size("mount/target", digest, what="test") is None
     proxy.clear()
@@ -1229,7 +1229,7 @@ def test_mount_of_a_missing_blob_returns_false_and_cancels_the_session(
     proxy = fault_proxy_factory(server)
     registry = connect(proxy)
     data = os.urandom(30_000)
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     registry.ping()
     proxy.clear()
 

@@ -27,7 +27,7 @@ from airgap.bundle.format import (
     blob_member,
 )
 from airgap.signing import fingerprint, load_public_key
-from tests.harness import tamper
+from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
@@ -386,7 +386,7 @@ def signature_removed(c: Corpus, out: Path) -> list[Expect]:
 @case
 def blob_added(c: Corpus, out: Path) -> list[Expect]:
     data = b"an extra layer nobody signed\n"
-    name = blob_member("sha256:" + hashlib.sha256(data).hexdigest())
+    name = blob_member(skopeo.digest_of(data))
     tamper.insert(c.good, out, tamper.regular(name, data))
     return [("member", name, "is not listed in the bundle manifest")]
 
@@ -676,7 +676,7 @@ def _member(c: Corpus, name: str) -> bytes:
 def _swap_app_manifest(c: Corpus, out: Path, data: bytes) -> str:
     """Replace the app's manifest by ``data`` everywhere (blob, index.json, manifest)
     and re-sign with the trusted key: only the layout checks can object."""
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = skopeo.digest_of(data)
     index = json.loads(_member(c, INDEX_JSON))
     for entry in index["manifests"]:
         if entry["digest"] == c.app.digest:
