@@ -45,7 +45,7 @@ from benchmarks.measure import (  # noqa: E402
 )
 from benchmarks.workload import GIB, MIB, ImageSet, Workload  # noqa: E402
 from tests.harness import skopeo  # noqa: E402
-from tests.harness.registry import RegistryServer  # noqa: E402
+from tests.harness.registry import REGISTRY_BINARY, RegistryServer  # noqa: E402
 
 TARGET_PREFIX = "mirror"
 
@@ -574,13 +574,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def missing_tools() -> list[str]:
+    """What the run needs and cannot find (scripts/bootstrap.sh installs most of it)."""
+    needed = [REGISTRY_BINARY, skopeo.SKOPEO, "curl", "openssl"]
+    return [tool for tool in needed if shutil.which(tool) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.readme_only:
-        saved = json.loads((args.out.resolve() / "results.json").read_text())
+        saved_path = args.out.resolve() / "results.json"
+        if not saved_path.is_file():
+            sys.exit(f"error: {saved_path} does not exist; run the benchmark first")
+        saved = json.loads(saved_path.read_text())
         report.update_readme(ROOT / "README.md", saved)
         print(f"updated the Benchmark section of {ROOT / 'README.md'} from {args.out}")
         return 0
+    missing = missing_tools()
+    if missing:
+        sys.exit(f"error: not found: {', '.join(missing)} (see benchmarks/README.md)")
     bench = Bench(args)
     results = bench.run()
     if results is None:
