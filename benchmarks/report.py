@@ -28,28 +28,38 @@ class Row:
     bytes: int
 
 
+def keep(value: float, places: int) -> float:
+    """``value`` to ``places`` decimals, but never a measured positive figure rounded to
+    zero: below that precision keep two significant figures. A slow run of a tiny
+    workload moves 0.04 MiB/s, not 0.0, and a figure that reads 0 looks like a failure."""
+    rounded = round(value, places)
+    if rounded == 0 and value != 0:
+        return float(f"{value:.2g}")
+    return rounded
+
+
 def summarise(samples: list[Sample], size: int) -> dict[str, Any]:
-    seconds = [round(s.seconds, 3) for s in samples]
+    seconds = [keep(s.seconds, 3) for s in samples]
     median = statistics.median(s.seconds for s in samples)
     rss = [s.rss_kib for s in samples]
     cpu = statistics.median(s.cpu_seconds for s in samples)
     server = statistics.median(s.server_cpu_seconds for s in samples)
     return {
         "seconds": seconds,
-        "median_seconds": round(median, 3),
+        "median_seconds": keep(median, 3),
         "bytes": size,
-        "mib_per_s": round(size / MIB / median, 1) if median > 0 else None,
-        "peak_rss_mib": round(max(rss) / 1024, 1) if any(rss) else None,
-        "cpu_seconds": [round(s.cpu_seconds, 2) for s in samples],
-        "median_cpu_seconds": round(cpu, 2),
-        "median_registry_cpu_seconds": round(server, 2),
+        "mib_per_s": keep(size / MIB / median, 1) if median > 0 else None,
+        "peak_rss_mib": keep(max(rss) / 1024, 1) if any(rss) else None,
+        "cpu_seconds": [keep(s.cpu_seconds, 2) for s in samples],
+        "median_cpu_seconds": keep(cpu, 2),
+        "median_registry_cpu_seconds": keep(server, 2),
     }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or not b:
         return None
-    return round(a / b, 3)
+    return keep(a / b, 3)
 
 
 def derive(measurements: dict[str, dict[str, Any]], raw_keys: list[str]) -> dict[str, Any]:
@@ -119,7 +129,7 @@ def _linear(measurements: dict[str, dict[str, Any]], command: str) -> float | No
     )
     if len(runs) < 2:
         return None
-    return round(runs[-1][1] / runs[0][1], 2)
+    return keep(runs[-1][1] / runs[0][1], 2)
 
 
 TARGETS: list[tuple[str, str, str, float, str]] = [
@@ -166,7 +176,11 @@ def evaluate(metrics: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}{suffix}"
+    if value is None:
+        return "n/a"
+    if value != 0 and round(value, digits) == 0:  # too small for the column's precision
+        return f"{value:.2g}{suffix}"
+    return f"{value:.{digits}f}{suffix}"
 
 
 def _note(key: str, metrics: dict[str, Any]) -> str:
@@ -202,7 +216,7 @@ def table(results: dict[str, Any]) -> str:
             continue
         note = _row_note(row["key"], metrics)
         lines.append(
-            f"| {row['phase']} | {row['tool']} | {entry['median_seconds']:.2f} "
+            f"| {row['phase']} | {row['tool']} | {_fmt(entry['median_seconds'], 2)} "
             f"| {_fmt(entry['mib_per_s'])} | {note} | {_fmt(entry['peak_rss_mib'])} "
             f"| {_cpu(entry)} |"
         )

@@ -1,5 +1,7 @@
 """Smoke test of the benchmark harness: ``benchmarks/run.py --quick`` runs end to end and
-reports every metric. A test of the harness, never a timing assertion (~15-30 s)."""
+reports every metric. A test of the harness, never a timing assertion (~15-30 s): on a
+loaded machine any figure may be tiny, so only presence, type and sign are checked, and
+the rounding is tested to keep a tiny positive figure positive."""
 
 from __future__ import annotations
 
@@ -11,18 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.measure import Sample
+from benchmarks.report import MIB, keep, summarise, table
 from tests.harness.registry import REGISTRY_BINARY
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not (shutil.which("skopeo") and shutil.which("curl") and shutil.which("openssl"))
-        or not Path(REGISTRY_BINARY).exists(),
-        reason="needs skopeo, curl, openssl and docker-registry",
-    ),
-]
+needs_tools = pytest.mark.skipif(
+    not (shutil.which("skopeo") and shutil.which("curl") and shutil.which("openssl"))
+    or not Path(REGISTRY_BINARY).exists(),
+    reason="needs skopeo, curl, openssl and docker-registry",
+)
 
 MEASUREMENTS = [
     "collect/airgap",
@@ -64,6 +65,31 @@ METRICS = [
 ]
 
 
+def test_tiny_figures_are_never_rounded_to_zero() -> None:
+    """A 4 KiB workload that took 2.5 s on a loaded machine moves 0.0016 MiB/s: the
+    figure stays positive (two significant figures), the table does not print 0.0."""
+    entry = summarise([Sample(seconds=2.5, rss_kib=40_000, cpu_seconds=0.004)], 4096)
+    assert entry["mib_per_s"] == 0.0016
+    assert entry["median_cpu_seconds"] == 0.004
+    assert entry["median_seconds"] == 2.5
+    assert summarise([Sample(seconds=4.16, rss_kib=1)], 2150 * MIB)["mib_per_s"] == 516.8
+    assert (keep(0.0, 1), keep(-0.04, 1), keep(0.0004, 3), keep(12.345, 1)) == (
+        0.0,
+        -0.04,
+        0.0004,
+        12.3,
+    )
+    results = {
+        "rows": [{"key": "small4-import/airgap", "phase": "4 tiny", "tool": "airgap"}],
+        "measurements": {"small4-import/airgap": entry},
+        "metrics": {"small_counts": [4]},
+    }
+    row = table(results).splitlines()[-1]
+    assert row.startswith("| 4 tiny | airgap | 2.50 | 0.0016 |"), row
+
+
+@pytest.mark.slow
+@needs_tools
 def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
     out = tmp_path / "bench-out"
     result = subprocess.run(
@@ -80,14 +106,14 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
     for key in MEASUREMENTS:
         entry = data["measurements"][key]
         assert len(entry["seconds"]) == 1, key  # --quick: one repetition
-        assert entry["median_seconds"] > 0, key
-        assert entry["mib_per_s"] > 0, key
-        assert entry["bytes"] > 0, key
+        # presence, type and sign only: how fast a loaded machine is is not the question
+        for field in ("median_seconds", "mib_per_s", "bytes"):
+            assert isinstance(entry[field], int | float) and entry[field] > 0, (key, field)
         if key.endswith("/airgap"):  # peak RSS and CPU of every airgap command, from wait4
             assert entry["peak_rss_mib"] > 0, key
             assert entry["median_cpu_seconds"] > 0, key
     for metric in METRICS:
-        assert data["metrics"][metric] is not None, metric
+        assert isinstance(data["metrics"][metric], int | float), metric
     assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
 
     targets = {target["metric"]: target for target in data["targets"]}

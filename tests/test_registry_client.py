@@ -8,6 +8,7 @@ from skopeo, an independent client, never from airgap itself.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import email.utils
 import hashlib
 import http.client
@@ -48,6 +49,21 @@ from tests.harness.images import OciLayout, TestImage, make_big_image, push_imag
 from tests.harness.registry import RegistryFactory, RegistryServer
 
 FAST = airgap_http.RetryPolicy(attempts=3, base_delay=0.01)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingPolicy(airgap_http.RetryPolicy):
+    """A retry policy that remembers each wait it chose, so tests check the decision
+    instead of timing the sleep (the client still sleeps for real)."""
+
+    delays: list[float] = dataclasses.field(default_factory=list, compare=False, hash=False)
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        chosen = super().delay(attempt, retry_after)
+        self.delays.append(chosen)
+        return chosen
+
+
 WRONG_PASSWORD = "n0t-the-Real-pw"
 MISSING_DIGEST = "sha256:" + "0" * 64
 SECRETS = tuple(
@@ -796,20 +812,19 @@ def test_retry_after_is_honoured(
 ) -> None:
     image = source_images["app"]
     proxy = fault_proxy_factory(plain_registry)
-    registry = connect(proxy, policy=airgap_http.RetryPolicy(attempts=3, base_delay=0.01))
+    policy = RecordingPolicy(attempts=3, base_delay=0.01)
+    registry = connect(proxy, policy=policy)
     registry.ping()
     proxy.inject("GET", "/manifests/", status=429, headers={"Retry-After": "1"})
-    started = time.monotonic()
     manifest = registry.get_manifest(image.repository, image.tag, what="test")
-    elapsed = time.monotonic() - started
     assert manifest.data == image.raw_manifest
     path = f"/v2/{image.repository}/manifests/{image.tag}"
     assert [r for r in proxy.requests if r.path == path] == [
         ("GET", path, 429),
         ("GET", path, 200),
     ]
-    # The only long wait possible is the server's Retry-After (base_delay is 10 ms).
-    assert elapsed >= 0.9
+    # the server's 1 s, not the 10 ms backoff (what was chosen, not how long it took)
+    assert policy.delays == [1.0]
 
 
 def test_retry_after_as_http_date_is_honoured(
@@ -820,15 +835,17 @@ def test_retry_after_as_http_date_is_honoured(
 ) -> None:
     image = source_images["app"]
     proxy = fault_proxy_factory(plain_registry)
-    registry = connect(proxy)
+    # An hour away, capped at 1 s: however slow the machine, the wait the client chose is
+    # the cap (from the date), never the 10 ms backoff. A date a second or two away would
+    # have passed by the time a loaded machine parsed it.
+    policy = RecordingPolicy(attempts=3, base_delay=0.01, max_delay=1.0)
+    registry = connect(proxy, policy=policy)
     registry.ping()
-    when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1-2 s away
+    when = email.utils.formatdate(time.time() + 3600, usegmt=True)
     proxy.inject("GET", "/manifests/", status=503, headers={"Retry-After": when})
-    started = time.monotonic()
     assert registry.get_manifest(image.repository, image.tag, what="test").digest == image.digest
-    elapsed = time.monotonic() - started
     assert [r.status for r in proxy.requests if "/manifests/" in r.path] == [503, 200]
-    assert elapsed >= 0.9
+    assert policy.delays == [1.0]
 
 
 def test_malformed_retry_after_falls_back_to_backoff(
