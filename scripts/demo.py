@@ -216,7 +216,10 @@ def main() -> int:
         for path in sorted((out / "capi-out").rglob("*")):
             if path.is_file():
                 print(f"  {path.relative_to(out)}")
-        print(f"\n# kubectl apply -k {out / 'capi-out/operator'}   (Cluster API operator)")
+        print(
+            f"\n# kubectl apply --server-side -k {out / 'capi-out/operator'}"
+            "   (Cluster API operator; server-side, see the README)"
+        )
         print(f"# clusterctl init --config {out / 'capi-out/clusterctl/clusterctl.yaml'}")
         step(f"Done: everything is in {out}")
         return 0
