@@ -51,6 +51,7 @@ class ImageRecord:
     platforms: list[str]
     size: int  # manifests + unique blobs of this image, in bytes
     source_digest: str | None = None  # set when a platform filter rewrote the index
+    kept_whole: str | None = None  # why a platform filter left it whole ("pinned by digest")
 
 
 @dataclass(frozen=True)

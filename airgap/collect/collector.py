@@ -141,6 +141,7 @@ def _image_record(image: ResolvedImage) -> ImageRecord:
         platforms=image.platforms,
         size=image.size,
         source_digest=image.source_digest,
+        kept_whole=image.kept_whole,
     )
 
 

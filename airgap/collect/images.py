@@ -24,6 +24,7 @@ from airgap.registry.pool import RegistryPool
 
 UNKNOWN_PLATFORM = "unknown/unknown"  # buildx attestation manifests
 MAX_CONFIG_BYTES = 1 << 20
+PINNED = "pinned by digest"  # why an index was kept whole despite ``platforms:``
 
 
 @dataclass
@@ -36,6 +37,7 @@ class ResolvedImage:
     top: Manifest
     manifests: list[Manifest] = field(default_factory=list)  # top and every child
     source_digest: str | None = None
+    kept_whole: str | None = None  # why a platform filter left this index whole
     config: bytes | None = None  # single-platform images: their config, for the platform
 
     @property
@@ -104,7 +106,11 @@ class ImageCopier:
         what = f"image {reference}"
         top = registry.get_manifest(repository, reference.identifier, what=what)
         image = ResolvedImage(reference, registry, repository, top)
-        if top.is_index and self._platforms:
+        if top.is_index and self._platforms and reference.digest:
+            # a digest is a promise: filtering would change it, and every reference
+            # written on the far side (components, mapping, node digest mirrors) names it
+            image.kept_whole = PINNED
+        elif top.is_index and self._platforms:
             filtered = filter_index(top, self._platforms)
             if not filtered.children():
                 available = ", ".join(sorted({c.platform or "?" for c in top.children()}))

@@ -9,7 +9,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.configmaps.generate import ProviderOutputOptions, provider_outputs
-from airgap.mirror.mapping import Mapping, Target, map_images
+from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import Pusher, PushStats, load_tree
 from airgap.progress import QUIET, Progress
@@ -119,9 +119,17 @@ def run_import(
         return ImportResult(bundle, mappings, None, time.monotonic() - started)
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     by_reference = {str(m.source): m for m in mappings}
+    owners = tag_owners(mappings)
     trees = [
-        load_tree(bundle, by_reference[image.reference], image.digest, image.media_type)
+        load_tree(
+            bundle,
+            mapping,
+            image.digest,
+            image.media_type,
+            push_tag=mapping.source in owners,
+        )
         for image in manifest.images
+        for mapping in (by_reference[image.reference],)
     ]
 
     def operator_outputs(registry: Registry | None = None) -> dict[str, bytes]:

@@ -82,3 +82,20 @@ def map_images(
             )
         mappings.append(Mapping(source, source.with_location(target.host, repository)))
     return mappings
+
+
+def tag_owners(mappings: list[Mapping]) -> set[Reference]:
+    """The source references whose tag is pushed to the target.
+
+    A tag-only reference owns its tag. One pinned by digest (``repo:tag@sha256:…``) is
+    resolved by its digest everywhere (runtimes ignore the tag then), so it pushes its
+    tag only when no other reference claims it: a platform-filtered ``repo:tag`` next to
+    a whole ``repo:tag@…`` must not move the tag back and forth on every import.
+    """
+    claimed: dict[tuple[str, str], Reference] = {}
+    for pinned in (False, True):
+        for mapping in mappings:
+            target = mapping.target
+            if target.tag and bool(target.digest) == pinned:
+                claimed.setdefault((target.name, target.tag), mapping.source)
+    return set(claimed.values())

@@ -48,13 +48,22 @@ class ImageTree:
     mapping: Mapping
     manifests: list[Manifest]
     blobs: list[Descriptor]
+    push_tag: bool = True  # False: another image owns this tag (see mapping.tag_owners)
 
     @property
     def top(self) -> Manifest:
         return self.manifests[-1]
 
+    @property
+    def reference(self) -> str:
+        """What the top manifest is pushed as: its tag, else its digest."""
+        tag = self.mapping.target.tag
+        return tag if tag and self.push_tag else self.top.digest
 
-def load_tree(bundle: VerifiedBundle, mapping: Mapping, digest: str, media_type: str) -> ImageTree:
+
+def load_tree(
+    bundle: VerifiedBundle, mapping: Mapping, digest: str, media_type: str, *, push_tag: bool = True
+) -> ImageTree:
     manifests: list[Manifest] = []
     blobs: dict[str, Descriptor] = {}
 
@@ -67,7 +76,7 @@ def load_tree(bundle: VerifiedBundle, mapping: Mapping, digest: str, media_type:
         manifests.append(manifest)
 
     visit(digest, media_type)
-    return ImageTree(mapping, manifests, list(blobs.values()))
+    return ImageTree(mapping, manifests, list(blobs.values()), push_tag)
 
 
 class Pusher:
@@ -113,9 +122,8 @@ class Pusher:
 
     def _complete(self, tree: ImageTree) -> bool:
         target = tree.mapping.target
-        reference = target.tag or tree.top.digest
         what = f"image {target}"
-        return self._registry.manifest_digest(target.repository, reference, what=what) == (
+        return self._registry.manifest_digest(target.repository, tree.reference, what=what) == (
             tree.top.digest
         )
 
@@ -148,7 +156,7 @@ class Pusher:
         for manifest in tree.manifests[:-1]:
             self._put(target.repository, manifest.digest, manifest, manifest.digest, what)
         top = tree.top
-        self._put(target.repository, target.tag or top.digest, top, top.digest, what)
+        self._put(target.repository, tree.reference, top, top.digest, what)
 
     def _put(
         self, repository: str, reference: str, manifest: Manifest, digest: str, what: str

@@ -24,6 +24,7 @@ from airgap.errors import AirgapError, InputError
 from airgap.oci import INDEX_TYPES, REF_NAME_ANNOTATION, Descriptor, Manifest, digest_hex
 from airgap.providers.metadata import parse_metadata
 from airgap.providers.types import ProviderType
+from airgap.reference import parse_reference
 from airgap.verify.findings import Failure
 
 MAX_MANIFEST_BYTES = 4 << 20
@@ -125,10 +126,30 @@ def _check_image(image: ImageRecord, entry: Descriptor | None, layout: _Layout) 
                 f"{INDEX_MEMBER} names {entry.digest}, the manifest says {image.digest}",
             )
         ]
+    pinned = _pinned_digest(image.reference)
+    if pinned and pinned != image.digest:
+        # every reference import writes (components, mapping, digest mirrors) names the
+        # pinned digest; a filtered index in its place would resolve nowhere
+        return [
+            Failure(
+                "image",
+                image.reference,
+                f"is pinned by digest but the bundle holds {image.digest} (a filtered index?); "
+                "collect it again to keep the pinned index whole",
+            )
+        ]
     failures = _walk(image.reference, entry, layout, set())
     if not failures and image.media_type in INDEX_TYPES:
         failures.extend(_check_platforms(image, layout))
     return failures
+
+
+def _pinned_digest(reference: str) -> str | None:
+    """The digest a reference is pinned by (``…@sha256:…``), if any."""
+    try:
+        return parse_reference(reference).digest
+    except InputError:
+        return None  # an unparsable reference is not this check's finding
 
 
 def _check_platforms(image: ImageRecord, layout: _Layout) -> list[Failure]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.format import BundleManifest, ImageRecord
 from airgap.textfmt import human_size, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
@@ -111,6 +111,7 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "mediaType": i.media_type,
                 "platforms": i.platforms,
                 "size": i.size,
+                **({"keptWhole": i.kept_whole} if i.kept_whole else {}),
             }
             for i in manifest.images
         ],
@@ -125,8 +126,13 @@ def inventory_tables(manifest: BundleManifest) -> str:
     images = table(
         ["IMAGE", "DIGEST", "PLATFORMS", "SIZE"],
         [
-            [i.reference, i.digest, ",".join(i.platforms) or "-", human_size(i.size)]
+            [i.reference, i.digest, _platforms_cell(i), human_size(i.size)]
             for i in manifest.images
         ],
     )
     return f"{providers}\n\n{images}"
+
+
+def _platforms_cell(image: ImageRecord) -> str:
+    platforms = ",".join(image.platforms) or "-"
+    return f"{platforms} (all: {image.kept_whole})" if image.kept_whole else platforms
