@@ -287,6 +287,36 @@ def test_bad_spec_is_a_usage_error(
     assert_clean_failure(result, 2, "spec.yaml", *needles)
 
 
+def test_unknown_provider_name_names_the_line_and_the_closest_names(
+    tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
+) -> None:
+    """A misspelt built-in name fails before anything is fetched, at its line."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "providers:\n"
+        "  - {name: cluster-api, type: CoreProvider, version: latest}\n"
+        "  - {name: vsphre, type: InfrastructureProvider, version: v1.12.0}\n"
+    )
+    release_server.clear_requests()
+    result = run_airgap(
+        "collect",
+        spec,
+        "--sign-key",
+        signing_key.private,
+        "-o",
+        tmp_path / "x.tar",
+        env={"GITHUB_API_URL": release_server.api_url},  # a fetch would show up here
+    )
+    line = assert_clean_failure(result, 2)
+    assert line == (
+        f"airgap: error: {spec}:3: providers[1].name: unknown provider 'vsphre' of type "
+        "InfrastructureProvider: closest built-in names: vsphere; "
+        "or give url (e.g. https://github.com/OWNER/REPO/releases)"
+    )
+    assert release_server.requests() == []
+    assert not (tmp_path / "x.tar").exists()
+
+
 def test_missing_sign_key_is_a_usage_error(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "spec.yaml", {"images": ["127.0.0.1:9/x:v1"]})
     result = run_airgap("collect", spec, "--sign-key", tmp_path / "nokey", "-o", tmp_path / "x.tar")

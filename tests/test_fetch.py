@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,13 @@ from airgap.errors import AirgapError, InputError, NotFoundError
 from airgap.http import build_client
 from airgap.providers.fetch import FetchedProvider, fetch_provider
 from airgap.providers.types import ProviderType
-from airgap.providers.wellknown import WELL_KNOWN, lookup
+from airgap.providers.wellknown import (
+    WELL_KNOWN,
+    closest_names,
+    lookup,
+    split_url,
+    unknown_provider_message,
+)
 from tests.harness.releases import ReleaseServer, make_components, make_metadata, make_release_files
 
 INFRA = ProviderType.INFRASTRUCTURE
@@ -76,64 +83,121 @@ def test_provider_type_parse_error_lists_types() -> None:
     )
 
 
-def test_well_known_table() -> None:
-    gh = "https://github.com/{}/releases".format
-    expected = {
-        ("cluster-api", ProviderType.CORE): (
-            gh("kubernetes-sigs/cluster-api"),
-            "core-components.yaml",
-        ),
-        ("kubeadm", ProviderType.BOOTSTRAP): (
-            gh("kubernetes-sigs/cluster-api"),
-            "bootstrap-components.yaml",
-        ),
-        ("kubeadm", ProviderType.CONTROL_PLANE): (
-            gh("kubernetes-sigs/cluster-api"),
-            "control-plane-components.yaml",
-        ),
-        ("docker", INFRA): (
-            gh("kubernetes-sigs/cluster-api"),
-            "infrastructure-components-development.yaml",
-        ),
-        ("aws", INFRA): (
-            gh("kubernetes-sigs/cluster-api-provider-aws"),
-            "infrastructure-components.yaml",
-        ),
-        ("azure", INFRA): (
-            gh("kubernetes-sigs/cluster-api-provider-azure"),
-            "infrastructure-components.yaml",
-        ),
-        ("vsphere", INFRA): (
-            gh("kubernetes-sigs/cluster-api-provider-vsphere"),
-            "infrastructure-components.yaml",
-        ),
-        ("gcp", INFRA): (
-            gh("kubernetes-sigs/cluster-api-provider-gcp"),
-            "infrastructure-components.yaml",
-        ),
-        ("openstack", INFRA): (
-            gh("kubernetes-sigs/cluster-api-provider-openstack"),
-            "infrastructure-components.yaml",
-        ),
-        ("metal3", INFRA): (
-            gh("metal3-io/cluster-api-provider-metal3"),
-            "infrastructure-components.yaml",
-        ),
-        ("in-cluster", ProviderType.IPAM): (
-            gh("kubernetes-sigs/cluster-api-ipam-provider-in-cluster"),
-            "ipam-components.yaml",
-        ),
-        ("helm", ProviderType.ADDON): (
-            gh("kubernetes-sigs/cluster-api-addon-provider-helm"),
-            "addon-components.yaml",
-        ),
-        ("fleet", ProviderType.ADDON): (
-            gh("rancher/cluster-api-addon-provider-fleet"),
-            "addon-components.yaml",
-        ),
+# clusterctl's defaults() (cmd/clusterctl/client/config/providers_client.go), per type
+CLUSTERCTL_COUNTS = {
+    ProviderType.CORE: 1,
+    ProviderType.BOOTSTRAP: 8,
+    ProviderType.CONTROL_PLANE: 11,
+    INFRA: 39,
+    ProviderType.IPAM: 3,
+    ProviderType.RUNTIME_EXTENSION: 1,
+    ProviderType.ADDON: 3,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "ptype", "repository", "components_file"),
+    [
+        ("cluster-api", ProviderType.CORE, "kubernetes-sigs/cluster-api", "core-components.yaml"),
+        ("kubeadm", ProviderType.BOOTSTRAP, "kubernetes-sigs/cluster-api", "bootstrap-components.yaml"),
+        ("docker", INFRA, "kubernetes-sigs/cluster-api", "infrastructure-components-development.yaml"),
+        ("talos", ProviderType.BOOTSTRAP, "siderolabs/cluster-api-bootstrap-provider-talos", "bootstrap-components.yaml"),
+        ("talos", ProviderType.CONTROL_PLANE, "siderolabs/cluster-api-control-plane-provider-talos", "control-plane-components.yaml"),
+        ("rke2", ProviderType.BOOTSTRAP, "rancher/cluster-api-provider-rke2", "bootstrap-components.yaml"),
+        ("rke2", ProviderType.CONTROL_PLANE, "rancher/cluster-api-provider-rke2", "control-plane-components.yaml"),
+        ("k0sproject-k0smotron", INFRA, "k0sproject/k0smotron", "infrastructure-components.yaml"),
+        ("k0sproject-k0smotron", ProviderType.BOOTSTRAP, "k0sproject/k0smotron", "bootstrap-components.yaml"),
+        ("k0sproject-k0smotron", ProviderType.CONTROL_PLANE, "k0sproject/k0smotron", "control-plane-components.yaml"),
+        ("kamaji", ProviderType.CONTROL_PLANE, "clastix/cluster-api-control-plane-provider-kamaji", "control-plane-components.yaml"),
+        ("microk8s", ProviderType.BOOTSTRAP, "canonical/cluster-api-bootstrap-provider-microk8s", "bootstrap-components.yaml"),
+        ("microk8s", ProviderType.CONTROL_PLANE, "canonical/cluster-api-control-plane-provider-microk8s", "control-plane-components.yaml"),
+        ("nutanix", INFRA, "nutanix-cloud-native/cluster-api-provider-nutanix", "infrastructure-components.yaml"),
+        ("nutanix", ProviderType.IPAM, "nutanix-cloud-native/cluster-api-ipam-provider-nutanix", "ipam-components.yaml"),
+        ("nutanix", ProviderType.RUNTIME_EXTENSION, "nutanix-cloud-native/cluster-api-runtime-extensions-nutanix", "runtime-extensions-components.yaml"),
+        ("hetzner", INFRA, "syself/cluster-api-provider-hetzner", "infrastructure-components.yaml"),
+        ("proxmox", INFRA, "ionos-cloud/cluster-api-provider-proxmox", "infrastructure-components.yaml"),
+        ("metal3", INFRA, "metal3-io/cluster-api-provider-metal3", "infrastructure-components.yaml"),
+        ("metal3", ProviderType.IPAM, "metal3-io/ip-address-manager", "ipam-components.yaml"),
+        ("in-cluster", ProviderType.IPAM, "kubernetes-sigs/cluster-api-ipam-provider-in-cluster", "ipam-components.yaml"),
+        ("rancher-fleet", ProviderType.ADDON, "rancher/cluster-api-addon-provider-fleet", "addon-components.yaml"),
+        ("helm", ProviderType.ADDON, "kubernetes-sigs/cluster-api-addon-provider-helm", "addon-components.yaml"),
+    ],
+)  # fmt: skip
+def test_built_in_provider(
+    name: str, ptype: ProviderType, repository: str, components_file: str
+) -> None:
+    known = lookup(name, ptype)
+    assert known is not None
+    assert (known.name, known.type) == (name, ptype)
+    assert known.url == f"https://github.com/{repository}/releases"
+    assert known.components_file == components_file
+    assert known.clusterctl_url == (
+        f"https://github.com/{repository}/releases/latest/{components_file}"
+    )
+
+
+def test_built_in_table_is_clusterctls_66() -> None:
+    assert len(WELL_KNOWN) == 66
+    counts = {ptype: sum(1 for _, t in WELL_KNOWN if t is ptype) for ptype in ProviderType}
+    assert counts == CLUSTERCTL_COUNTS
+    for (name, ptype), known in WELL_KNOWN.items():
+        # every clusterctl URL today is a GitHub "latest" release file, read as its repository
+        assert known.clusterctl_url == f"{known.url}/latest/{known.components_file}", name
+        assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/releases", known.url), name
+        assert (name == "cluster-api") == (ptype is ProviderType.CORE)  # clusterctl's rule
+    special = {
+        (n, t.kind): p.components_file
+        for (n, t), p in WELL_KNOWN.items()
+        if p.components_file != t.components_file
     }
-    assert {key: (p.url, p.components_file) for key, p in WELL_KNOWN.items()} == expected
+    assert special == {
+        ("docker", "InfrastructureProvider"): "infrastructure-components-development.yaml",
+        ("nutanix", "RuntimeExtensionProvider"): "runtime-extensions-components.yaml",
+    }
+    # clusterctl's spelling only: no airgap-made names
+    assert lookup("fleet", ProviderType.ADDON) is None
     assert lookup("aws", ProviderType.BOOTSTRAP) is None
+
+
+def test_readme_lists_exactly_the_built_in_names() -> None:
+    """The README claims the table, the whole table and nothing but the table."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    listed: dict[ProviderType, set[str]] = {}
+    for match in re.finditer(r"^  - (\w+Provider): ((?:.|\n    )+)$", readme, re.M):
+        listed[ProviderType.parse(match.group(1))] = set(re.findall(r"`([^`]+)`", match.group(2)))
+    assert listed == {
+        ptype: {name for name, t in WELL_KNOWN if t is ptype} for ptype in ProviderType
+    }
+    assert "clusterctl's 66 built-in providers" in readme
+
+
+def test_split_url_maps_clusterctl_urls_to_release_sources() -> None:
+    assert split_url(
+        "https://github.com/rancher/cluster-api-provider-rke2/releases/latest/bootstrap-components.yaml"
+    ) == (
+        "https://github.com/rancher/cluster-api-provider-rke2/releases",
+        "bootstrap-components.yaml",
+    )
+    # anything else goes to the release sources as is, which read clusterctl-style URLs
+    other = "https://example.com/mirror/infrastructure-x/v1.0.0/infrastructure-components.yaml"
+    assert split_url(other) == (other, "infrastructure-components.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "ptype", "hint"),
+    [
+        ("fleet", ProviderType.ADDON, "closest built-in names: rancher-fleet;"),
+        ("vsphre", INFRA, "closest built-in names: vsphere;"),
+        ("k0smotron", ProviderType.CONTROL_PLANE, "closest built-in names: k0sproject-k0smotron;"),
+        ("metal3", ProviderType.BOOTSTRAP, "'metal3' is built in as InfrastructureProvider, IPAMProvider only"),
+    ],
+)  # fmt: skip
+def test_unknown_name_suggests_known_ones(name: str, ptype: ProviderType, hint: str) -> None:
+    message = unknown_provider_message(name, ptype)
+    assert message.startswith(f"unknown provider {name!r} of type {ptype.kind}: ")
+    assert hint in message, message
+    assert message.endswith("or give url (e.g. https://github.com/OWNER/REPO/releases)")
+    assert closest_names("zzzz", ProviderType.CORE) == []
 
 
 # --- fetching -------------------------------------------------------------------------
@@ -202,6 +266,53 @@ def test_well_known_providers_need_no_url(
         _check_well_known(server, client, tmp_path, monkeypatch)
 
 
+@pytest.mark.parametrize(
+    ("name", "ptype", "owner", "repo"),
+    [
+        ("talos", ProviderType.BOOTSTRAP, "siderolabs", "cluster-api-bootstrap-provider-talos"),
+        ("metal3", ProviderType.IPAM, "metal3-io", "ip-address-manager"),
+        ("rancher-fleet", ProviderType.ADDON, "rancher", "cluster-api-addon-provider-fleet"),
+        (
+            "nutanix",
+            ProviderType.RUNTIME_EXTENSION,
+            "nutanix-cloud-native",
+            "cluster-api-runtime-extensions-nutanix",
+        ),
+    ],
+)
+def test_built_in_names_fetch_from_clusterctls_repositories(
+    client: httpx.Client,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    ptype: ProviderType,
+    owner: str,
+    repo: str,
+) -> None:
+    """No url: the name alone finds clusterctl's repository and components file (the
+    nutanix runtime extension's is ``runtime-extensions-components.yaml``)."""
+    known = lookup(name, ptype)
+    assert known is not None
+    image = f"ghcr.io/{owner}/{name}-controller:v0.6.1"
+    files = {
+        "metadata.yaml": make_metadata([(0, 6, "v1beta1")]).encode(),
+        known.components_file: make_components(ptype, f"{name}-system", [image]).encode(),
+    }
+    with ReleaseServer() as server:
+        server.add_release(owner, repo, "v0.6.1", files)
+        monkeypatch.setenv("GITHUB_API_URL", server.api_url)
+        fetched = fetch_provider(ProviderSpec(name, ptype, "latest"), tmp_path, client)
+        asked = {r.path for r in server.requests("/api/v3/repos/")}
+    assert f"/api/v3/repos/{owner}/{repo}/releases/tags/v0.6.1" in asked
+    assert fetched.source == f"https://github.com/{owner}/{repo}/releases"
+    assert (fetched.version, fetched.label, fetched.images) == (
+        "v0.6.1",
+        ptype.label(name),
+        [image],
+    )
+    assert fetched.components_path.name == known.components_file
+
+
 def _check_well_known(
     release_server: ReleaseServer,
     client: httpx.Client,
@@ -246,7 +357,7 @@ def _check_well_known(
 
 def test_unknown_provider_needs_url(client: httpx.Client, tmp_path: Path) -> None:
     with pytest.raises(
-        InputError, match="^unknown provider odd of type InfrastructureProvider: give url"
+        InputError, match="^unknown provider 'odd' of type InfrastructureProvider: give url"
     ):
         fetch_provider(ProviderSpec("odd", INFRA, "v1.0.0"), tmp_path, client)
 

@@ -134,6 +134,20 @@ PROVIDER = "providers:\n  - {name: aws, type: InfrastructureProvider, version: v
             "unknown provider type 'Infra': valid types are CoreProvider, BootstrapProvider",
         ),
         (
+            "providers:\n  - name: cluster-api\n    type: CoreProvider\n    version: latest\n"
+            "  - type: AddonProvider\n    version: v0.1.0\n    name: fleet\n",
+            7,
+            "providers[1].name",
+            "unknown provider 'fleet' of type AddonProvider: closest built-in names: "
+            "rancher-fleet; or give url (e.g. https://github.com/OWNER/REPO/releases)",
+        ),
+        (
+            "providers:\n  - {name: talos, type: InfrastructureProvider, version: v1.0.0}\n",
+            2,
+            "providers[0].name",
+            "'talos' is built in as BootstrapProvider, ControlPlaneProvider only",
+        ),
+        (
             "providers:\n  - {name: Aws_1, type: InfrastructureProvider, version: v1.0.0}\n",
             2,
             "providers[0].name",

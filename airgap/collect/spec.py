@@ -20,6 +20,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from airgap.errors import InputError, SpecError
 from airgap.providers.types import ProviderType
+from airgap.providers.wellknown import lookup, unknown_provider_message
 from airgap.reference import parse_reference
 
 LATEST = "latest"
@@ -149,6 +150,11 @@ class _SpecReader:
                 )
             url = self.optional_string(keys, where, "url", _check_url)
             components = self.optional_string(keys, where, "componentsFile", _check_filename)
+            if url is None and lookup(name, ptype) is None:
+                # found here, not after an hour of fetching, and with the line to fix
+                raise self.error(
+                    keys["name"][1], f"{where}.name", unknown_provider_message(name, ptype)
+                )
             # Several versions of one provider may travel together (the operator picks
             # among them by version); the first entry is the one its CR installs.
             identity = (name, ptype, version)

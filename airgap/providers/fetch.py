@@ -20,7 +20,7 @@ from airgap.providers.components import find_images
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
 from airgap.providers.types import ProviderType
-from airgap.providers.wellknown import lookup
+from airgap.providers.wellknown import lookup, unknown_provider_message
 
 PROVIDERS_DIR = "providers"
 
@@ -45,11 +45,8 @@ def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) ->
     who = f"provider {spec.name} ({spec.type.kind})"
     known = lookup(spec.name, spec.type)
     url = spec.url or (known.url if known else None)
-    if url is None:
-        raise InputError(
-            f"unknown provider {spec.name} of type {spec.type.kind}: give url "
-            "(e.g. https://github.com/OWNER/REPO/releases)"
-        )
+    if url is None:  # the spec reader refuses this first, with the line to fix
+        raise InputError(unknown_provider_message(spec.name, spec.type))
     source = source_for(url, client)
     version = source.resolve_version(_requested_version(spec, source, who))
     # A built-in provider keeps its file name even from a user's mirror URL: the docker
