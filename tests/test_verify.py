@@ -746,7 +746,11 @@ def provider_contract_edited_in_the_manifest(c: Corpus, out: Path) -> list[Expec
     tamper.resign(c.good, out, c.key.private, edit=edit)
     return [
         ("provider", c.provider(c.docker), "says contract v1beta1, the manifest says v1beta2"),
-        ("provider", c.provider(c.docker), "differs from the core provider's v1beta1"),
+        (
+            "provider",
+            c.provider(c.docker),
+            "contract v1beta2 is not compatible with the core provider's v1beta1",
+        ),
     ]
 
 
@@ -769,7 +773,9 @@ def provider_contract_differs_from_the_core(c: Corpus, out: Path) -> list[Expect
         return dataclasses.replace(manifest, providers=providers)
 
     tamper.resign(c.good, out, c.key.private, replace={c.odd.metadata: metadata}, edit=edit)
-    return [("provider", c.provider(c.odd), "contract v1beta2 differs from the core provider's")]
+    # a v1beta2 core accepts v1beta1 providers, never the other way round
+    message = "contract v1beta2 is not compatible with the core provider's v1beta1"
+    return [("provider", c.provider(c.odd), message)]
 
 
 @case

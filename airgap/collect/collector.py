@@ -30,10 +30,13 @@ from airgap.bundle.format import (
 from airgap.bundle.writer import PlannedMember, TarPlan
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
+from airgap.errors import InputError
 from airgap.fsutil import atomic_writer
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
 from airgap.progress import QUIET, Progress
+from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import FetchedProvider, fetch_provider
+from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
@@ -70,6 +73,7 @@ def collect(
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     try:
         providers = _fetch_providers(spec, staging, progress)
+        _check_contracts(providers, spec_path)  # before any image is downloaded
         with RegistryPool(spec.registries, max_connections=max(concurrency, 4)) as pool:
             copier = ImageCopier(
                 pool, platforms=spec.platforms, concurrency=concurrency, progress=progress
@@ -104,6 +108,26 @@ def _fetch_providers(spec: BundleSpec, staging: Path, progress: Progress) -> lis
             # `latest` may resolve to a version that is also listed explicitly
             fetched.setdefault((result.type.kind, result.name, result.version), result)
     return list(fetched.values())
+
+
+def _check_contracts(providers: list[FetchedProvider], spec_path: Path) -> None:
+    """clusterctl's compatibility rule, on the connected side: a set it would refuse is
+    refused here, not after it has crossed the gap (verify applies the same table)."""
+    members = [
+        ContractMember(
+            f"{p.type.kind}/{p.name} {p.version}", p.contract, p.type is ProviderType.CORE
+        )
+        for p in providers
+    ]
+    problems = contract_problems(members)
+    if problems:
+        cores = ", ".join(
+            f"{p.name} {p.version} ({p.contract})" for p in providers if p.type is ProviderType.CORE
+        )
+        raise InputError(
+            f"{spec_path}: providers that cannot be installed together (core provider "
+            f"{cores}): {'; '.join(str(problem) for problem in problems)}"
+        )
 
 
 def _image_references(spec: BundleSpec, providers: list[FetchedProvider]) -> list[Reference]:

@@ -7,11 +7,11 @@ member to its size; a member the manifest lists but that is not present failed t
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from airgap import jsonsafe
 from airgap.bundle.format import (
     IMAGES_DIR,
     PROVIDERS_DIR,
@@ -21,14 +21,15 @@ from airgap.bundle.format import (
     blob_member,
 )
 from airgap.errors import AirgapError, InputError
+from airgap.jsonsafe import Fields
+from airgap.limits import MAX_MANIFEST_BYTES, MAX_METADATA_BYTES
 from airgap.oci import INDEX_TYPES, REF_NAME_ANNOTATION, Descriptor, Manifest, digest_hex
+from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.metadata import parse_metadata
 from airgap.providers.types import ProviderType
 from airgap.reference import parse_reference
 from airgap.verify.findings import Failure
 
-MAX_MANIFEST_BYTES = 4 << 20
-MAX_PROVIDER_FILE_BYTES = 64 << 20
 INDEX_MEMBER = f"{IMAGES_DIR}/index.json"
 LAYOUT_MEMBER = f"{IMAGES_DIR}/oci-layout"
 ReadMember = Callable[[str], bytes]
@@ -90,12 +91,15 @@ def _check_oci_layout(layout: _Layout) -> list[Failure]:
         if not layout.manifest.images:
             return []
         return [Failure("layout", LAYOUT_MEMBER, layout.absent(LAYOUT_MEMBER))]
+    if layout.present[LAYOUT_MEMBER] > MAX_MANIFEST_BYTES:
+        return [Failure("layout", LAYOUT_MEMBER, "is implausibly large")]
     try:
-        version = json.loads(layout.read(LAYOUT_MEMBER))["imageLayoutVersion"]
+        document = jsonsafe.loads(
+            layout.read(LAYOUT_MEMBER), LAYOUT_MEMBER, max_bytes=MAX_MANIFEST_BYTES
+        )
+        Fields(document, LAYOUT_MEMBER).text("imageLayoutVersion")
     except _MALFORMED as exc:
         return [Failure("layout", LAYOUT_MEMBER, f"does not parse: {exc}")]
-    if not isinstance(version, str):
-        return [Failure("layout", LAYOUT_MEMBER, f"imageLayoutVersion {version!r} is not a string")]
     return []
 
 
@@ -235,7 +239,8 @@ def check_providers(
     manifest: BundleManifest, read: ReadMember, present: Mapping[str, int]
 ) -> list[Failure]:
     """Each provider's files are where clusterctl looks for them, its metadata declares
-    a contract for its version, and all providers share the core provider's contract."""
+    a contract for its version, and every provider is compatible with the core
+    provider's contract (``airgap.providers.contract``)."""
     failures: list[Failure] = []
     listed = {image.reference for image in manifest.images}
     files = {f.path for f in manifest.files}
@@ -268,7 +273,7 @@ def _check_provider(
         if member not in present:
             why = "is missing or damaged" if member in files else "is not in the bundle"
             return [Failure("provider", _name(provider), f"{member} {why}")]
-    if present[provider.metadata] > MAX_PROVIDER_FILE_BYTES:
+    if present[provider.metadata] > MAX_METADATA_BYTES:
         return [Failure("provider", _name(provider), f"{provider.metadata} is implausibly large")]
     try:
         metadata = parse_metadata(read(provider.metadata).decode(), provider.metadata)
@@ -297,29 +302,12 @@ def _check_provider(
 
 
 def _check_contracts(providers: list[ProviderRecord]) -> list[Failure]:
-    """The operator's golden rule: every provider speaks the core provider's contract."""
-    cores = [p for p in providers if p.type == ProviderType.CORE.kind]
-    if not cores:
-        return []
-    contracts = {p.contract for p in cores}
-    failures = []
-    if len(contracts) > 1:
-        failures.append(
-            Failure(
-                "provider",
-                ProviderType.CORE.kind,
-                f"core provider versions disagree on contract: {sorted(contracts)}",
-            )
-        )
-    core = cores[0]
-    for provider in providers:
-        if provider.contract not in contracts:
-            failures.append(
-                Failure(
-                    "provider",
-                    _name(provider),
-                    f"contract {provider.contract} differs from the core "
-                    f"provider's {core.contract}",
-                )
-            )
-    return failures
+    """clusterctl's rule, from the one table collect also applies: every provider is
+    compatible with the core provider's contract (a v1beta2 core accepts v1beta1)."""
+    members = [
+        ContractMember(_name(p), p.contract, p.type == ProviderType.CORE.kind) for p in providers
+    ]
+    return [
+        Failure("provider", problem.subject, problem.message)
+        for problem in contract_problems(members)
+    ]
