@@ -11,7 +11,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from airgap import jsonsafe
 from airgap.errors import AirgapError
+from airgap.jsonsafe import Fields
+from airgap.limits import MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -99,37 +102,38 @@ class Manifest:
         """Manifests an index points at (empty for an image manifest)."""
         if not self.is_index:
             return []
-        return [_descriptor(entry) for entry in self.json.get("manifests", [])]
+        index = Fields(self.json, "manifest")
+        return [_descriptor(entry) for entry in index.objects("manifests")]
 
     def blobs(self) -> list[Descriptor]:
         """Config and layers of an image manifest (empty for an index)."""
         if self.is_index:
             return []
-        parsed = self.json
-        found = [_descriptor(parsed["config"])] if "config" in parsed else []
-        found.extend(_descriptor(layer) for layer in parsed.get("layers", []))
+        parsed = Fields(self.json, "manifest")
+        config = parsed.optional_obj("config")
+        found = [_descriptor(config)] if config is not None else []
+        found.extend(_descriptor(layer) for layer in parsed.objects("layers"))
         return found
 
 
 def _load(data: bytes) -> dict[str, Any]:
-    try:
-        parsed = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AirgapError(f"manifest is not valid JSON: {exc}") from exc
+    """A manifest's JSON, within the size containerd and distribution accept and the
+    depth any real manifest needs."""
+    parsed = jsonsafe.loads(data, "manifest", max_bytes=MAX_MANIFEST_BYTES)
     if not isinstance(parsed, dict):
         raise AirgapError("manifest is not a JSON object")
     return parsed
 
 
-def _descriptor(entry: Any) -> Descriptor:
-    if not isinstance(entry, dict) or "digest" not in entry or "size" not in entry:
-        raise AirgapError("manifest has a malformed descriptor")
+def _descriptor(entry: Fields) -> Descriptor:
+    """A descriptor with every field of its OCI type; a wrong one names its path
+    (``manifest.layers[2].size: expected a non-negative integer, got ...``)."""
     return Descriptor(
-        media_type=str(entry.get("mediaType", "")),
-        digest=str(entry["digest"]),
-        size=int(entry["size"]),
-        platform=format_platform(entry.get("platform")),
-        annotations=dict(entry.get("annotations") or {}),
+        media_type=entry.optional_text("mediaType") or "",
+        digest=entry.text("digest"),
+        size=entry.integer("size"),
+        platform=format_platform(entry.raw("platform")),
+        annotations=entry.text_map("annotations"),
     )
 
 
@@ -158,9 +162,9 @@ def platform_matches(platform: str | None, wanted: tuple[str, ...]) -> bool:
 def config_platform(config: bytes) -> str | None:
     """The platform an image config declares, for single-manifest images."""
     try:
-        parsed = json.loads(config)
-    except ValueError:
-        return None
+        parsed = jsonsafe.loads(config, "image config", max_bytes=MAX_CONFIG_BYTES)
+    except jsonsafe.JSONShapeError:
+        return None  # the platform is only informative; the config is carried as is
     if not isinstance(parsed, dict) or "os" not in parsed:
         return None
     return format_platform(parsed)

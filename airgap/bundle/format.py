@@ -10,11 +10,16 @@ push straight from it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field
+from typing import Any, TypeVar
 
+from airgap import jsonsafe
 from airgap.errors import BundleError
+from airgap.jsonsafe import Fields, JSONShapeError
+from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "airgap-bundle.json"
@@ -77,23 +82,26 @@ class BundleManifest:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleManifest:
+        """Parse the manifest: bounded in size and depth, every field of the type the
+        format gives it, unknown keys refused; any mistake is one BundleError naming
+        the field (``airgap-bundle.json.files[3].size: expected ...``)."""
         try:
-            document = json.loads(data)
-            if document.get("formatVersion") != FORMAT_VERSION:
-                raise BundleError(
-                    f"{MANIFEST_NAME}: unsupported format version {document.get('formatVersion')!r}"
-                )
-            return cls(
-                created=str(document["created"]),
-                tool_version=str(document["tool"]["version"]),
-                providers=[ProviderRecord(**_snake(p)) for p in document["providers"]],
-                images=[ImageRecord(**_snake(i)) for i in document["images"]],
-                files=[FileRecord(**f) for f in document["files"]],
+            document = Fields(
+                jsonsafe.loads(data, MANIFEST_NAME, max_bytes=MAX_BUNDLE_MANIFEST_BYTES),
+                MANIFEST_NAME,
             )
-        except BundleError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise BundleError(f"{MANIFEST_NAME} is malformed: {exc}") from exc
+            version = document.raw("formatVersion")
+            if version != FORMAT_VERSION or isinstance(version, bool):
+                raise BundleError(f"{MANIFEST_NAME}: unsupported format version {version!r}")
+            return cls(
+                created=document.text("created"),
+                tool_version=document.obj("tool").text("version"),
+                providers=[_record(ProviderRecord, p) for p in document.objects("providers")],
+                images=[_record(ImageRecord, i) for i in document.objects("images")],
+                files=[_record(FileRecord, f) for f in document.objects("files")],
+            )
+        except JSONShapeError as exc:
+            raise BundleError(f"malformed bundle manifest: {exc}") from None
 
     @property
     def total_size(self) -> int:
@@ -110,11 +118,35 @@ def _camel(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _snake(data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out["".join(f"_{c.lower()}" if c.isupper() else c for c in key)] = value
-    return out
+def _camel_key(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord)
+# How each field type a record declares is read (annotations are strings here).
+_READERS: dict[str, Callable[[Fields, str], Any]] = {
+    "str": Fields.text,
+    "str | None": Fields.optional_text,
+    "int": Fields.integer,
+    "list[str]": Fields.texts,
+}
+
+
+def _record(cls: type[_Record], item: Fields) -> _Record:
+    """A record from its JSON object: each field read as the type it declares, a
+    missing required field or an unknown key refused."""
+    fields = {_camel_key(f.name): f for f in dataclasses.fields(cls)}
+    for key in item.names():
+        if key not in fields:
+            raise JSONShapeError(f"{item.where}: unknown key {key[:60]!r}")
+    values: dict[str, Any] = {}
+    for key, spec in fields.items():
+        optional = spec.default is not MISSING or spec.default_factory is not MISSING
+        if optional and not item.has(key):
+            continue
+        values[spec.name] = _READERS[str(spec.type)](item, key)
+    return cls(**values)
 
 
 def blob_member(digest: str) -> str:

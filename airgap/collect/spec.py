@@ -18,7 +18,10 @@ from urllib.parse import urlsplit
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from airgap import yamlsafe
 from airgap.errors import InputError, SpecError
+from airgap.inputfile import read_small
+from airgap.limits import MAX_SPEC_BYTES
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 from airgap.reference import parse_reference
@@ -76,11 +79,11 @@ class BundleSpec:
 
 def load_spec(path: Path) -> BundleSpec:
     """Read, parse and validate a spec file; raise SpecError with a one-line message."""
+    if not path.exists() and not path.is_symlink():
+        raise SpecError(f"{path}: spec file not found")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: spec file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_small(path, MAX_SPEC_BYTES, "spec file").decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: cannot read spec file ({exc.__class__.__name__})") from None
     return parse_spec(text, path)
 
@@ -102,7 +105,7 @@ class _SpecReader:
 
     def read(self, text: str) -> BundleSpec:
         try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            root = yamlsafe.compose(text, str(self.path), max_bytes=MAX_SPEC_BYTES)
         except yaml.YAMLError as exc:
             raise self._yaml_error(exc) from None
         if root is None or (isinstance(root, ScalarNode) and root.tag == _NULL_TAG):

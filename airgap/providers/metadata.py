@@ -13,7 +13,9 @@ from typing import Any
 
 import yaml
 
+from airgap import yamlsafe
 from airgap.errors import InputError
+from airgap.limits import MAX_METADATA_BYTES
 from airgap.providers.semver import parse_version
 
 METADATA_API_VERSION = "clusterctl.cluster.x-k8s.io/v1alpha3"
@@ -55,7 +57,7 @@ class Metadata:
 def parse_metadata(text: str, source: str) -> Metadata:
     """Parse and validate metadata.yaml text; errors are one line naming ``source``."""
     try:
-        document = yaml.safe_load(text)
+        document = yamlsafe.safe_load(text, source, max_bytes=MAX_METADATA_BYTES)
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: malformed YAML{_mark(exc)}") from None
     if not isinstance(document, dict):

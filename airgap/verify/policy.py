@@ -23,8 +23,11 @@ from typing import Any
 
 import yaml
 
+from airgap import yamlsafe
 from airgap.bundle.format import BundleManifest
 from airgap.errors import InputError, SpecError
+from airgap.inputfile import read_small
+from airgap.limits import MAX_POLICY_BYTES
 from airgap.oci import INDEX_TYPES, platform_matches
 from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
@@ -72,9 +75,8 @@ _KEYS = {
 def load_policy(path: Path) -> Policy:
     """Parse a policy file; any mistake is a one-line SpecError naming file and key."""
     try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"cannot read policy {path}: {exc.strerror}") from exc
+        text = read_small(path, MAX_POLICY_BYTES, "policy").decode("utf-8")
+        document = yamlsafe.safe_load(text, str(path), max_bytes=MAX_POLICY_BYTES)
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: a policy is UTF-8 YAML ({exc.reason})") from exc
     except yaml.YAMLError as exc:

@@ -1,0 +1,63 @@
+"""Every size and depth bound airgap puts on what it reads, in one place.
+
+Everything airgap parses comes from outside: bundles carried on removable media, release
+servers, registries, token services, the user's own files. Each reader takes its bound
+from here, so the writer and the reader of the same thing can never disagree (collect
+must never sign what verify refuses) and the README can document one table.
+"""
+
+from __future__ import annotations
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+# -- OCI content -------------------------------------------------------------------------
+# Image manifests and indexes: containerd and distribution refuse anything larger.
+MAX_MANIFEST_BYTES = 4 * MiB
+# An image config, fetched whole to learn its platform.
+MAX_CONFIG_BYTES = 1 * MiB
+
+# -- bundles -----------------------------------------------------------------------------
+# The signed bundle manifest lists every member (~150 bytes each): room for ~400k.
+MAX_BUNDLE_MANIFEST_BYTES = 64 * MiB
+# A detached Ed25519 signature in base64 is 89 bytes.
+MAX_SIGNATURE_BYTES = 4 * KiB
+# A PAX or GNU long-name/long-link header: real ones hold a path, a few hundred bytes.
+MAX_EXTENDED_HEADER_BYTES = 1 * MiB
+# Extended headers in front of one member (a PAX header and a GNU long name, say).
+MAX_EXTENDED_HEADERS_PER_MEMBER = 4
+
+# -- provider releases --------------------------------------------------------------------
+# clusterctl metadata.yaml: a handful of release series, a few KiB at most.
+MAX_METADATA_BYTES = 1 * MiB
+# Any file downloaded from a release (the components file is the big one).
+MAX_RELEASE_FILE_BYTES = 64 * MiB
+
+# -- HTTP bodies ---------------------------------------------------------------------------
+# One page of the GitHub releases API (100 releases with notes and asset lists).
+MAX_API_JSON_BYTES = 32 * MiB
+# Any other body read whole: token replies, upload and ping answers.
+MAX_SMALL_BODY_BYTES = 1 * MiB
+# An error body, read only to quote its first message.
+MAX_ERROR_BODY_BYTES = 64 * KiB
+
+# -- the user's own files -------------------------------------------------------------------
+MAX_SPEC_BYTES = 4 * MiB
+MAX_POLICY_BYTES = 1 * MiB
+
+# -- structure -----------------------------------------------------------------------------
+# Nesting depth of JSON and YAML documents. Real manifests, API answers, specs, policies
+# and metadata nest fewer than 10 levels; Kubernetes objects rarely more than 20.
+MAX_JSON_DEPTH = 64
+MAX_YAML_DEPTH = 64
+# YAML nodes counted with aliases expanded, for small documents (specs, policies,
+# metadata): a "billion laughs" document reaches this long before it costs anything.
+MAX_YAML_NODES = 200_000
+
+
+def describe_size(size: int) -> str:
+    """``4 MiB`` for the caps above, exact bytes otherwise."""
+    for unit, name in ((MiB, "MiB"), (KiB, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"

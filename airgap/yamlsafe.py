@@ -1,0 +1,104 @@
+"""Bounded YAML for small documents: a size cap, a depth cap and an alias-expansion cap.
+
+PyYAML's composer and constructor recurse once per nesting level (deep nesting ends in
+RecursionError, and libyaml's composer in a crash), and aliases let a few hundred bytes
+stand for billions of nodes. ``check_bounds`` walks the parser's event stream, which
+needs no recursion, and stops as soon as a document nests too deep or, counting every
+alias as the nodes it stands for, grows too large, before any tree is built. Use it in
+front of any ``yaml`` load of outside text; ``safe_load`` does both for small documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from airgap.errors import InputError
+from airgap.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, describe_size
+
+_EventLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+class YAMLBoundsError(InputError):
+    """A YAML document is larger, deeper or expands to more nodes than allowed."""
+
+
+def check_bounds(
+    text: str,
+    where: str,
+    *,
+    max_bytes: int | None = None,
+    max_depth: int = MAX_YAML_DEPTH,
+    max_nodes: int | None = MAX_YAML_NODES,
+) -> None:
+    """Raise YAMLBoundsError if ``text`` is over ``max_bytes`` (in UTF-8), nests deeper
+    than ``max_depth``, or (unless ``max_nodes`` is None) holds more than ``max_nodes``
+    nodes with aliases expanded.
+
+    Malformed YAML raises ``yaml.YAMLError`` as usual, for the caller's own message."""
+    if max_bytes is not None and utf8_length(text, max_bytes) > max_bytes:
+        raise YAMLBoundsError(f"{where}: larger than the {describe_size(max_bytes)} limit")
+    depth = 0
+    nodes = 0
+    sizes: dict[str, int] = {}  # anchor -> nodes it stands for
+    open_anchors: list[tuple[str | None, int]] = []  # per open collection: anchor, start
+    for event in yaml.parse(text, Loader=_EventLoader):
+        if isinstance(event, yaml.AliasEvent):
+            nodes += sizes.get(event.anchor or "", 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            nodes += 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, _OPENS):
+            nodes += 1
+            depth += 1
+            if depth > max_depth:
+                line = f":{event.start_mark.line + 1}" if event.start_mark else ""
+                raise YAMLBoundsError(f"{where}{line}: YAML nested deeper than {max_depth} levels")
+            open_anchors.append((event.anchor, nodes))
+        elif isinstance(event, _CLOSES):
+            depth -= 1
+            anchor, start = open_anchors.pop()
+            if anchor:
+                sizes[anchor] = nodes - start + 1
+        if max_nodes is not None and nodes > max_nodes:
+            raise YAMLBoundsError(
+                f"{where}: YAML expands to more than {max_nodes} nodes (through aliases?)"
+            )
+
+
+def utf8_length(text: str, limit: int) -> int:
+    """``text``'s length in UTF-8 bytes, exact wherever it matters against ``limit``
+    (a file's bytes and its decoded text must meet the same cap)."""
+    if len(text) > limit or len(text) * 4 <= limit:
+        return len(text)  # over for sure (bytes >= characters), or surely under
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def safe_load(
+    text: str,
+    where: str,
+    *,
+    max_bytes: int,
+    max_depth: int = MAX_YAML_DEPTH,
+    max_nodes: int = MAX_YAML_NODES,
+) -> Any:
+    """``yaml.safe_load`` of a small document, after ``check_bounds``."""
+    check_bounds(text, where, max_bytes=max_bytes, max_depth=max_depth, max_nodes=max_nodes)
+    return yaml.safe_load(text)
+
+
+def compose(
+    text: str,
+    where: str,
+    *,
+    max_bytes: int,
+    max_depth: int = MAX_YAML_DEPTH,
+    max_nodes: int = MAX_YAML_NODES,
+) -> yaml.Node | None:
+    """``yaml.compose`` (the node tree, with line numbers) after ``check_bounds``."""
+    check_bounds(text, where, max_bytes=max_bytes, max_depth=max_depth, max_nodes=max_nodes)
+    return yaml.compose(text, Loader=yaml.SafeLoader)
