@@ -242,7 +242,8 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
             click.option(
                 "--reverify",
                 is_flag=True,
-                help="Hash the whole bundle even if this file was fully verified before.",
+                help="Hash every blob before pushing anything, as verify does (default: "
+                "each blob as it is pushed; blobs the registry holds are not read).",
             ),
             click.option(
                 "--output-dir",

@@ -7,7 +7,6 @@ every process and thread started here is stopped at teardown, also when tests fa
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,10 +54,8 @@ def stop_registry(registry: RegistryServer) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _skopeo_sandbox(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Isolate skopeo from the host's auth files, registries.conf and policy, and keep
-    airgap's verification cache out of the user's home."""
+    """Isolate skopeo from the host's auth files, registries.conf and policy."""
     skopeo.configure(tmp_path_factory.mktemp("skopeo"))
-    os.environ["AIRGAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("airgap-cache"))
 
 
 @pytest.fixture(scope="session")

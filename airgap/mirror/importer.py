@@ -18,7 +18,6 @@ from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.textfmt import human_size
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
-from airgap.verify.cache import VerificationCache
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class ImportOptions:
     credentials: Credentials | None = None
     namespace: str | None = None
     provider_source: str = "selector"
-    reverify: bool = False  # hash every byte even if this file was verified before
+    reverify: bool = False  # hash every blob up front, as verify does, not only those pushed
 
     def pool(self) -> RegistryPool:
         """A registry pool configured for the target registry."""
@@ -91,16 +90,21 @@ class ImportResult:
             "bytes_uploaded": stats.bytes_uploaded,
             "duration_seconds": round(self.seconds, 3),
             "changed": stats.changed,
-            "verification": "cached" if self.bundle.from_cache else "full",
+            # "full": every member hashed before pushing (--reverify); "on-use": every
+            # member but the blobs up front, each blob while it streams to the registry
+            "verification": "full" if self.bundle.all_hashed else "on-use",
         }
 
 
 def verified_mappings(
     bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
 ) -> tuple[VerifiedBundle, list[Mapping]]:
-    """Verify first (the same code path as ``airgap verify``), then map every image."""
-    cache = None if options.reverify else VerificationCache()
-    bundle = verify_bundle(bundle_path, keys, cache=cache)
+    """Verify first (the same code path as ``airgap verify``), then map every image.
+
+    Blobs are hashed as they are pushed, not here (unless ``reverify``): the blobs the
+    target already holds are never read, which keeps a re-import fast without trusting
+    anything but hashes."""
+    bundle = verify_bundle(bundle_path, keys, hash_blobs=options.reverify)
     manifest = bundle.require_verified()
     references = [image.reference for image in manifest.images]
     return bundle, map_images(references, options.target, keep_registry=options.keep_registry)

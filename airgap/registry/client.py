@@ -13,7 +13,7 @@ import hashlib
 import io
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urljoin
 
 import httpx
@@ -418,12 +418,23 @@ class Registry:
         chunk_size: int,
     ) -> None:
         offset = 0
+        # the hash of every byte the registry has accepted so far: the session is only
+        # committed (PUT ?digest=) if it is the digest, whatever the body source did
+        algorithm = digest.partition(":")[0]
+        accepted = hashlib.new(algorithm if algorithm in ("sha256", "sha512") else "sha256")
+        attempts: list[Any] = []
         while offset < size:
             length = min(chunk_size, size - offset)
             first = offset
 
-            def piece(start: int = first, length: int = length) -> Iterator[bytes]:
-                yield from _limit(body(start), length)
+            def piece(
+                start: int = first, length: int = length, base: Any = accepted
+            ) -> Iterator[bytes]:
+                hasher = base.copy()
+                attempts[:] = [hasher]  # each retry of the PATCH starts again from base
+                for chunk in _limit(body(start), length):
+                    hasher.update(chunk)
+                    yield chunk
 
             headers = {
                 "Content-Type": "application/octet-stream",
@@ -436,7 +447,17 @@ class Registry:
             assert response is not None
             response.close()
             location = self._location(response.headers.get("Location", location))
+            accepted = attempts[0]
             offset += length
+        if f"{algorithm}:{accepted.hexdigest()}" != digest:
+            with contextlib.suppress(AirgapError):  # an abandoned session expires anyway
+                self._send(
+                    "DELETE", location, scopes, what=what, ok=(200, 202, 204), missing_ok=True
+                )
+            raise DigestMismatchError(
+                f"{what}: the {size} bytes read for it do not hash to {digest}; "
+                "the upload was cancelled, nothing was committed"
+            )
         url = httpx.URL(location).copy_add_param("digest", digest)
         response = self._send(
             "PUT",

@@ -2,12 +2,19 @@
 
 ``verify_bundle`` is the one code path for ``airgap verify``, ``airgap import`` and
 ``airgap configmaps``: they all act only on a ``VerifiedBundle``, whose members are
-read by offset from the tar that was just hashed.
+read by offset from the tar. Every read hashes what it hands out against the signed
+manifest, whatever was checked before: a file can change between two reads (another
+writer, or a USB disk edited elsewhere keeping size and times), and no earlier check,
+no file metadata and no cache can vouch for bytes that were not hashed as they were
+used. ``airgap verify`` hashes every member; import and configmaps leave the image
+layout's blobs to be hashed while they stream to the registry (``stream``), so blobs
+the target already holds need no bytes from the bundle at all.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +25,6 @@ from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.errors import BundleError, SignatureError
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
-from airgap.verify.cache import FileIdentity, VerificationCache
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.findings import Failure
 from airgap.verify.scan import Member, ScanResult, scan
@@ -37,25 +43,35 @@ class VerifiedBundle:
     members: dict[str, Member]
     failures: list[Failure] = field(default_factory=list)
     manifest_bytes: bytes = b""  # the signed bytes, exactly as in the tar
-    from_cache: bool = False  # content hashes taken from the verification cache
+    all_hashed: bool = True  # False: the layout's blobs are left to be hashed on use
 
     @property
     def verified(self) -> bool:
         return not self.failures and self.manifest is not None
 
     def read(self, name: str) -> bytes:
-        """A small member's bytes (manifests, metadata, components)."""
+        """A small member's bytes (manifests, metadata, components), hashed on every
+        read against the signed manifest."""
         member = self.members[name]
         with self.path.open("rb") as handle:
             handle.seek(member.offset)
             data = handle.read(member.size)
         if len(data) != member.size:
             raise BundleError(f"{self.path}: {name} is truncated")
+        self._check(member, hashlib.sha256(data).hexdigest())
         return data
 
     def stream(self, name: str, start: int = 0) -> Iterator[bytes]:
-        """A member's bytes from ``start`` in chunks, for pushing without extraction."""
+        """A member's bytes from ``start`` in chunks, for pushing without extraction.
+
+        From the start, the bytes are hashed as they go and the last chunk is held back
+        until the whole member matched the signed manifest: a receiver (a registry
+        upload with its Content-Length) never gets a complete altered member. A stream
+        from a later offset (a chunked upload's next piece) cannot be judged alone; the
+        registry client checks the digest of everything it sent before committing."""
         member = self.members[name]
+        hasher = hashlib.sha256() if start == 0 else None
+        held: bytes | None = None
         with self.path.open("rb") as handle:
             handle.seek(member.offset + start)
             remaining = member.size - start
@@ -64,7 +80,25 @@ class VerifiedBundle:
                 if not chunk:
                     raise BundleError(f"{self.path}: {name} is truncated")
                 remaining -= len(chunk)
-                yield chunk
+                if hasher is None:
+                    yield chunk
+                    continue
+                hasher.update(chunk)
+                if held is not None:
+                    yield held
+                held = chunk
+        if hasher is not None:
+            self._check(member, hasher.hexdigest())
+        if held is not None:
+            yield held
+
+    def _check(self, member: Member, actual: str) -> None:
+        if actual != member.sha256:
+            raise BundleError(
+                f"{self.path}: member {member.name} does not match the signed manifest "
+                f"(sha256 {actual}, signed {member.sha256}): the bundle changed after "
+                "it was signed or verified"
+            )
 
     def require_verified(self) -> BundleManifest:
         """The manifest, or a BundleError summarising why the bundle is refused."""
@@ -76,16 +110,15 @@ class VerifiedBundle:
 
 
 def verify_bundle(
-    path: Path, keys: list[Ed25519PublicKey] | None, *, cache: VerificationCache | None = None
+    path: Path, keys: list[Ed25519PublicKey] | None, *, hash_blobs: bool = True
 ) -> VerifiedBundle:
     """Scan, check the signature (unless ``keys`` is None: explicitly unsigned), then
     check the layout and providers against the verified members.
 
-    With a ``cache``, an unchanged file that was fully verified before is not hashed
-    again; everything else is checked as usual."""
-    cached = cache.lookup(path) if cache else None
-    identity = FileIdentity.of(path) if cache and cached is None and path.is_file() else None
-    result = cached or scan(path)
+    ``hash_blobs=False`` (import, configmaps) hashes every member but the layout's
+    blobs; the image manifests among them are hashed when the layout check reads them,
+    the others when ``stream`` pushes them."""
+    result = scan(path, hash_blobs=hash_blobs)
     signer = _check_signature(result, keys)
     bundle = VerifiedBundle(
         path,
@@ -94,15 +127,26 @@ def verify_bundle(
         result.members,
         result.failures,
         result.manifest_bytes or b"",
+        all_hashed=hash_blobs,
     )
     if result.manifest is not None:
         present = {name: member.size for name, member in result.members.items()}
-        bundle.failures.extend(check_layout(result.manifest, bundle.read, present))
-        bundle.failures.extend(check_providers(result.manifest, bundle.read, present))
-    bundle.from_cache = cached is not None
-    if cache and identity and bundle.verified:
-        cache.store(path, identity, result)
+
+        def read(name: str) -> bytes:
+            try:
+                return bundle.read(name)
+            except BundleError as exc:  # altered since signing: the finding comes first
+                bundle.failures.append(Failure("member", name, _reason(exc, path)))
+                raise
+
+        bundle.failures.extend(check_layout(result.manifest, read, present))
+        bundle.failures.extend(check_providers(result.manifest, read, present))
     return bundle
+
+
+def _reason(exc: BundleError, path: Path) -> str:
+    """A read error's message without the bundle path the report already names."""
+    return str(exc).removeprefix(f"{path}: ")
 
 
 def _check_signature(result: ScanResult, keys: list[Ed25519PublicKey] | None) -> str | None:

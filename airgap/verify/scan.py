@@ -41,11 +41,14 @@ _BLOB_RE = re.compile(rf"^{IMAGES_DIR}/blobs/sha256/[0-9a-f]{{64}}$")
 
 @dataclass(frozen=True)
 class Member:
-    """Where a verified member's bytes live inside the tar."""
+    """Where a member's bytes live inside the tar, and the sha256 the signed manifest
+    gives them: every later read hashes what it uses against it (see VerifiedBundle)."""
 
     name: str
     offset: int
     size: int
+    sha256: str
+    hashed: bool = True  # False: located and sized only; its bytes are checked on use
 
 
 @dataclass
@@ -104,15 +107,22 @@ class _HashPool:
     in about tar order, in constant memory. Results are taken back in submission order,
     so failures are reported in tar order."""
 
-    def __init__(self, fd: int, result: ScanResult, workers: int) -> None:
+    def __init__(self, fd: int, result: ScanResult, workers: int, *, hash_blobs: bool) -> None:
         self._fd = fd
         self._result = result
+        self._hash_blobs = hash_blobs
         self._executor = ThreadPoolExecutor(max_workers=workers)
         self._pending: deque[tuple[tarfile.TarInfo, FileRecord, Future[tuple[str, int]]]] = deque()
         self._limit = workers * 4
         self._local = threading.local()
 
     def submit(self, info: tarfile.TarInfo, record: FileRecord) -> None:
+        if not self._hash_blobs and _BLOB_RE.match(info.name):
+            # import hashes blob bytes while it streams them, and needs none at all of
+            # the blobs the target already holds: here they are only located
+            member = Member(info.name, info.offset_data, info.size, record.sha256, hashed=False)
+            self._result.members[info.name] = member
+            return
         future = self._executor.submit(self._hash, info.offset_data, info.size)
         self._pending.append((info, record, future))
         while len(self._pending) > self._limit:
@@ -152,7 +162,7 @@ class _HashPool:
         elif digest != record.sha256:
             self._result.fail("member", name, f"sha256 {digest} does not match the manifest")
         else:
-            self._result.members[name] = Member(name, info.offset_data, info.size)
+            self._result.members[name] = Member(name, info.offset_data, info.size, record.sha256)
 
 
 def _read_small(handle: BinaryIO, info: tarfile.TarInfo) -> bytes:
@@ -160,9 +170,12 @@ def _read_small(handle: BinaryIO, info: tarfile.TarInfo) -> bytes:
     return handle.read(min(info.size, MAX_HEAD_BYTES))
 
 
-def scan(path: Path) -> ScanResult:
+def scan(path: Path, *, hash_blobs: bool = True) -> ScanResult:
     """Scan the bundle at ``path``; failures are collected, not raised, so a report can
-    list everything wrong. Only a file that cannot be opened raises."""
+    list everything wrong. Only a file that cannot be opened raises.
+
+    ``hash_blobs=False`` hashes every member but the image layout's blobs, which are
+    only located: their users (import) hash them as they read them."""
     try:
         handle: BinaryIO = path.open("rb")
     except OSError as exc:
@@ -173,7 +186,7 @@ def scan(path: Path) -> ScanResult:
         if tar is None:
             return result
         with tar:
-            _scan_members(tar, handle, result)
+            _scan_members(tar, handle, result, hash_blobs)
     _check_completeness(result)
     return result
 
@@ -186,8 +199,10 @@ def _open_tar(handle: BinaryIO, path: Path, result: ScanResult) -> tarfile.TarFi
         return None
 
 
-def _scan_members(tar: tarfile.TarFile, handle: BinaryIO, result: ScanResult) -> None:
-    hashes = _HashPool(handle.fileno(), result, HASH_WORKERS)
+def _scan_members(
+    tar: tarfile.TarFile, handle: BinaryIO, result: ScanResult, hash_blobs: bool
+) -> None:
+    hashes = _HashPool(handle.fileno(), result, HASH_WORKERS, hash_blobs=hash_blobs)
     try:
         _walk_members(tar, handle, result, hashes)
     finally:
