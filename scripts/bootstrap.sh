@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(docker-registry skopeo apache2-utils)
+# containerd and podman: the tests pull through the generated node mirror configuration
+# with the real runtimes (a private containerd on its own socket, podman with its own roots)
+packages=(docker-registry skopeo apache2-utils containerd podman)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

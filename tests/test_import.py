@@ -180,7 +180,7 @@ def test_mirror_configs_parse_and_name_the_hosts(
     assert hosts["server"] == f"https://{source_host}"
     assert list(hosts["host"]) == [f"https://{imported.registry.host}/v2/{PREFIX}"]
     conf = tomllib.loads(
-        (imported.out / "mirror/registries.conf.d/50-airgap-capi.conf").read_text()
+        (imported.out / "mirror/containers/registries.conf.d/50-airgap-capi.conf").read_text()
     )
     assert conf["registry"][0]["prefix"] == source_host
     assert conf["registry"][0]["mirror"][0]["location"] == target

@@ -32,7 +32,7 @@ from tests.harness import tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import OciLayout
-from tests.harness.pinned import LABEL, PinnedWorld, build_pinned_world
+from tests.harness.pinned import LABEL, PinnedWorld, build_pinned_world, import_pinned
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer
@@ -63,27 +63,8 @@ def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Regis
     stop_registry(registry)
 
 
-def import_into(world: PinnedWorld, target: RegistryServer, out: Path, *extra: str) -> Path:
-    result = run_airgap(
-        "import",
-        world.bundle,
-        "--key",
-        world.key.public,
-        "--registry",
-        f"{target.host}/{PREFIX}",
-        "--ca-file",
-        str(target.ca_file),
-        "--username",
-        str(target.username),
-        "--password-stdin",
-        "--output-dir",
-        out,
-        "-q",
-        *extra,
-        input=f"{target.password}\n",
-    )
-    assert result.returncode == 0, result.stderr
-    return out
+def import_into(world: PinnedWorld, target: RegistryServer, out: Path) -> Path:
+    return import_pinned(world, target, out, PREFIX)
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +207,9 @@ def _mirror_targets(out: Path, source: Reference) -> dict[str, str]:
     if host.get("override_path"):  # containerd appends /REPO/manifests/REF to the path
         location = location.replace("/v2/", "/", 1)
     found["containerd hosts.toml"] = location
-    conf = tomllib.loads((out / "mirror/registries.conf.d/50-airgap-capi.conf").read_text())
+    conf = tomllib.loads(
+        (out / "mirror/containers/registries.conf.d/50-airgap-capi.conf").read_text()
+    )
     (entry,) = [r for r in conf["registry"] if r["prefix"] == source.registry]
     found["registries.conf"] = entry["mirror"][0]["location"]
     idms, itms = yaml.safe_load_all((out / "mirror/openshift/mirror-sets.yaml").read_text())

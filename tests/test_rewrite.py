@@ -106,15 +106,17 @@ def test_node_configs_parse_and_name_the_hosts() -> None:
     target = Target.parse("registry.local:5000/capi")
     mappings = map_images(["registry.k8s.io/a/b:v1", "docker.io/library/nginx:1"], target)
     hosts = tomllib.loads(
-        nodeconfig.containerd_hosts_toml("registry.k8s.io", target, False, "/ca.crt")
+        nodeconfig.containerd_hosts_toml(
+            "registry.k8s.io", target, False, nodeconfig.MirrorAccess(ca=True)
+        )
     )
     assert hosts["server"] == "https://registry.k8s.io"
     (mirror,) = hosts["host"].items()
     assert mirror == (
         "https://registry.local:5000/v2/capi",
-        {"capabilities": ["pull", "resolve"], "override_path": True, "ca": "/ca.crt"},
+        {"capabilities": ["pull", "resolve"], "override_path": True, "ca": "ca.crt"},
     )
-    docker = tomllib.loads(nodeconfig.containerd_hosts_toml("docker.io", target, False, None))
+    docker = tomllib.loads(nodeconfig.containerd_hosts_toml("docker.io", target, False))
     assert docker["server"] == "https://registry-1.docker.io"
     conf = tomllib.loads(nodeconfig.registries_conf(mappings, target, False))
     assert [(r["prefix"], r["mirror"][0]["location"]) for r in conf["registry"]] == [
@@ -135,3 +137,49 @@ def test_node_configs_parse_and_name_the_hosts() -> None:
     assert override == {
         "images": {"cluster-api/b": {"repository": "registry.local:5000/capi/a", "tag": "v1"}}
     }
+
+
+def test_node_files_carry_the_ca_where_each_runtime_reads_it() -> None:
+    target = Target.parse("registry.local:5000/capi")
+    mappings = map_images(["registry.k8s.io/a/b:v1", "quay.io/c/d:v2"], target)
+    pem = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    files = nodeconfig.node_files(mappings, target, False, ca_pem=pem, plain_http=False)
+    hosts = ["quay.io", "registry.k8s.io", "registry.local:5000"]
+    for host in hosts:  # each hosts.toml names ca.crt, which sits in its own directory
+        config = tomllib.loads(files[f"mirror/containerd/certs.d/{host}/hosts.toml"].decode())
+        cas = [config.get("ca")] + [h.get("ca") for h in config.get("host", {}).values()]
+        assert "ca.crt" in cas and files[f"mirror/containerd/certs.d/{host}/ca.crt"] == pem
+    assert files["mirror/containers/certs.d/registry.local:5000/ca.crt"] == pem
+    target_toml = tomllib.loads(
+        files["mirror/containerd/certs.d/registry.local:5000/hosts.toml"].decode()
+    )
+    assert target_toml == {
+        "server": "https://registry.local:5000",
+        "ca": "ca.crt",
+        "host": {
+            "https://registry.local:5000": {"capabilities": ["pull", "resolve"], "ca": "ca.crt"}
+        },
+    }
+    readme = files["mirror/README.md"].decode()
+    assert "cp -r containerd/certs.d/. /etc/containerd/certs.d/" in readme
+    assert "cp -r containers/. /etc/containers/" in readme
+    assert 'registry.configs."registry.local:5000".auth' in readme and "auth.json" in readme
+    tomllib.loads(files["mirror/containers/registries.conf.d/50-airgap-capi.conf"].decode())
+
+
+def test_node_files_for_a_plain_http_target() -> None:
+    target = Target.parse("registry.local:5000")
+    mappings = map_images(["registry.k8s.io/a/b:v1"], target)
+    files = nodeconfig.node_files(mappings, target, False, ca_pem=None, plain_http=True)
+    assert not [name for name in files if name.endswith(".crt")]
+    hosts = tomllib.loads(files["mirror/containerd/certs.d/registry.k8s.io/hosts.toml"].decode())
+    assert list(hosts["host"]) == ["http://registry.local:5000"]
+    target_toml = files["mirror/containerd/certs.d/registry.local:5000/hosts.toml"].decode()
+    assert tomllib.loads(target_toml) == {
+        "server": "http://registry.local:5000",
+        "host": {"http://registry.local:5000": {"capabilities": ["pull", "resolve"]}},
+    }
+    conf = tomllib.loads(files["mirror/containers/registries.conf.d/50-airgap-capi.conf"].decode())
+    assert conf["registry"][0]["mirror"] == [{"location": "registry.local:5000", "insecure": True}]
+    assert conf["registry"][1] == {"location": "registry.local:5000", "insecure": True}
+    assert "plain HTTP" in files["mirror/README.md"].decode()

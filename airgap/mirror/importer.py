@@ -9,6 +9,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.configmaps.generate import ProviderOutputOptions, provider_outputs
+from airgap.errors import InputError
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import Pusher, PushStats, load_tree
@@ -18,6 +19,8 @@ from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.textfmt import human_size
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
+
+MAX_CA_BYTES = 1 << 20  # a CA bundle, not a disk image
 
 
 @dataclass(frozen=True)
@@ -155,23 +158,36 @@ def run_import(
         registry = pool.registry(options.target.host)
         pusher = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress)
         stats = pusher.push(trees)
+        plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
     result = ImportResult(bundle, mappings, stats, time.monotonic() - started)
     if options.output_dir is not None:
-        ca_path = (
-            f"/etc/containerd/certs.d/{options.target.host}/ca.crt" if options.ca_file else None
-        )
         files |= import_files(
             providers,
             mappings,
             options.target,
             keep_registry=options.keep_registry,
-            ca_path=ca_path,
+            ca_pem=read_ca(options.ca_file),
+            plain_http=plain_http,
         )
         files["import-report.json"] = json_bytes(result.report())
         write_tree(options.output_dir, files)
     return result
+
+
+def read_ca(ca_file: str | None) -> bytes | None:
+    """The ``--ca-file`` bytes, copied next to the node configs that need them."""
+    if ca_file is None:
+        return None
+    try:
+        with Path(ca_file).open("rb") as handle:
+            data = handle.read(MAX_CA_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"--ca-file {ca_file}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_CA_BYTES:
+        raise InputError(f"--ca-file {ca_file}: larger than {MAX_CA_BYTES} bytes")
+    return data
 
 
 def run_configmaps(

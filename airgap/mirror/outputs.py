@@ -78,7 +78,8 @@ def import_files(
     target: Target,
     *,
     keep_registry: bool,
-    ca_path: str | None,
+    ca_pem: bytes | None = None,
+    plain_http: bool = False,
 ) -> dict[str, bytes]:
     """Relative path -> content of everything import writes (but the report)."""
     files: dict[str, bytes] = {}
@@ -90,13 +91,9 @@ def import_files(
     files["clusterctl-images.yaml"] = nodeconfig.clusterctl_images(
         {p.record.label: p.record.images for p in providers}, by_source
     ).encode()
-    for registry in nodeconfig.source_registries(mappings):
-        files[f"mirror/containerd/certs.d/{registry}/hosts.toml"] = (
-            nodeconfig.containerd_hosts_toml(registry, target, keep_registry, ca_path).encode()
-        )
-    files["mirror/registries.conf.d/50-airgap-capi.conf"] = nodeconfig.registries_conf(
-        mappings, target, keep_registry
-    ).encode()
+    files |= nodeconfig.node_files(
+        mappings, target, keep_registry, ca_pem=ca_pem, plain_http=plain_http
+    )
     files["mirror/openshift/mirror-sets.yaml"] = nodeconfig.mirror_sets(
         mappings, target, keep_registry
     ).encode()

@@ -100,3 +100,29 @@ def build_pinned_world(
     except BaseException:
         source.stop()
         raise
+
+
+def import_pinned(
+    world: PinnedWorld, target: RegistryServer, out: Path, prefix: str, *extra: str
+) -> Path:
+    """``airgap import`` into ``target`` (TLS + htpasswd) with ``--ca-file``; returns ``out``."""
+    result = run_airgap(
+        "import",
+        world.bundle,
+        "--key",
+        world.key.public,
+        "--registry",
+        f"{target.host}/{prefix}",
+        "--ca-file",
+        str(target.ca_file),
+        "--username",
+        str(target.username),
+        "--password-stdin",
+        "--output-dir",
+        out,
+        "-q",
+        *extra,
+        input=f"{target.password}\n",
+    )
+    assert result.returncode == 0, result.stderr
+    return out

@@ -1,0 +1,184 @@
+"""Node mirror configuration works as written, checked with real containerd and podman.
+
+The pinned world's bundle is imported into a TLS + htpasswd registry with ``--ca-file``;
+then the source registry is stopped. A private containerd reads
+``mirror/containerd/certs.d`` as its hosts directory, and podman reads
+``mirror/containers/`` copied where it reads ``/etc/containers/``: both must pull every
+bundled image by its ORIGINAL reference, from the target, with the digests the bundle
+holds (the source's own digest wherever no platform filter applied).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airgap.bundle.format import ImageRecord
+from airgap.providers.components import find_images
+from airgap.reference import parse_reference
+from tests.conftest import start_registry, stop_registry
+from tests.harness.bundle_fixtures import SigningKey
+from tests.harness.cli import run_airgap
+from tests.harness.images import OciLayout
+from tests.harness.pinned import PinnedWorld, build_pinned_world, import_pinned
+from tests.harness.pki import Pki
+from tests.harness.registry import RegistryServer
+from tests.harness.releases import ReleaseServer
+from tests.harness.runtimes import Containerd, Podman, missing_runtime
+
+pytestmark = pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime()))
+
+
+@dataclass(frozen=True)
+class Node:
+    world: PinnedWorld
+    target: RegistryServer  # TLS + htpasswd
+    out: Path
+    plain_out: Path  # the same bundle imported into a plain-HTTP registry
+
+    @property
+    def user(self) -> str:
+        return f"{self.target.username}:{self.target.password}"
+
+    def source_digest(self, record: ImageRecord) -> str:
+        """What the (now stopped) source registry served for this reference."""
+        return record.source_digest or record.digest
+
+
+@pytest.fixture(scope="module")
+def node(
+    tmp_path_factory: pytest.TempPathFactory,
+    corpus_layout: OciLayout,
+    release_server: ReleaseServer,
+    signing_key: SigningKey,
+    pki: Pki,
+) -> Iterator[Node]:
+    directory = tmp_path_factory.mktemp("node")
+    world = build_pinned_world(directory, corpus_layout, release_server, signing_key, pki)
+    target = start_registry(directory / "target", "basic", pki)
+    plain = start_registry(directory / "plain", "plain", pki)
+    try:
+        out = import_pinned(world, target, directory / "out", "mirror")
+        plain_out = directory / "plain-out"
+        args = ["--registry", f"{plain.host}/mirror", "--output-dir", str(plain_out), "-q"]
+        result = run_airgap("import", world.bundle, "--key", world.key.public, *args)
+        assert result.returncode == 0, result.stderr
+        served = {i.reference: i.digest for i in world.images.values()}
+        for record in world.manifest.images:  # the source served what the bundle says
+            if record.reference in served:
+                assert served[record.reference] == (record.source_digest or record.digest)
+        world.source.stop()  # from now on only the target can answer
+        yield Node(world, target, out, plain_out)
+    finally:
+        world.source.stop()
+        stop_registry(target)
+        stop_registry(plain)
+
+
+def _platform(record: ImageRecord) -> str:
+    """A platform the image holds (the filtered indexes hold only linux/arm64)."""
+    return record.platforms[0]
+
+
+def test_containerd_pulls_every_original_reference_through_hosts_toml(node: Node) -> None:
+    assert not node.world.source.running
+    hosts_dir = node.out / "mirror" / "containerd" / "certs.d"
+    containerd = Containerd()
+    try:
+        first = node.world.manifest.images[0].reference
+        without = containerd.ctr("images", "pull", "--user", node.user, first, check=False)
+        assert without.returncode != 0  # the source is gone: only the mirror config helps
+        for record in node.world.manifest.images:
+            containerd.ctr(
+                "images",
+                "pull",
+                "--hosts-dir",
+                str(hosts_dir),
+                "--user",
+                node.user,
+                "--platform",
+                _platform(record),
+                "--snapshotter",
+                "native",
+                record.reference,
+            )
+        # a rewritten reference names the target itself: its own hosts.toml carries the CA
+        components = next((node.out / "components").rglob("*components.yaml"))
+        rewritten = find_images(components.read_text(), str(components))[0]
+        containerd.ctr(
+            "images",
+            "pull",
+            "--hosts-dir",
+            str(hosts_dir),
+            "--user",
+            node.user,
+            "--platform",
+            "linux/arm64",
+            "--snapshotter",
+            "native",
+            rewritten,
+        )
+        digests = containerd.image_digests()
+    finally:
+        containerd.stop()
+    for record in node.world.manifest.images:
+        assert digests[record.reference] == record.digest, record.reference
+        if record.source_digest is None:  # no platform filter: the source's own digest
+            assert digests[record.reference] == node.source_digest(record)
+    assert digests[rewritten] == rewritten.rsplit("@", 1)[1]
+
+
+@pytest.fixture
+def podman() -> Iterator[Podman]:
+    podman = Podman()
+    yield podman
+    podman.close()
+
+
+def test_podman_pulls_every_original_reference_through_the_drop_in(
+    node: Node, podman: Podman
+) -> None:
+    assert not node.world.source.running
+    first = node.world.manifest.images[0]
+    without = podman.podman(
+        "pull", "-q", "--platform", _platform(first), first.reference, check=False
+    )
+    assert without.returncode != 0  # the source is gone: only the mirror config helps
+    podman.install(node.out / "mirror" / "containers")
+    auth = base64.b64encode(node.user.encode()).decode()
+    podman.auth_file.write_text(json.dumps({"auths": {node.target.host: {"auth": auth}}}))
+    podman.auth_file.chmod(0o600)
+    for record in node.world.manifest.images:
+        podman.podman("pull", "-q", "--platform", _platform(record), record.reference)
+        inspected = json.loads(podman.podman("image", "inspect", record.reference).stdout)[0]
+        repository = parse_reference(record.reference).name
+        assert f"{repository}@{record.digest}" in inspected["RepoDigests"], (
+            record.reference,
+            inspected["RepoDigests"],
+        )
+        if record.source_digest is None:
+            assert record.digest == node.source_digest(record)
+
+
+def test_a_plain_http_target_works_as_written(node: Node, podman: Podman) -> None:
+    """Without TLS the node files say http:// (containerd) and insecure (podman)."""
+    assert not node.world.source.running
+    assert not list((node.plain_out / "mirror").rglob("*.crt"))
+    pinned = next(r for r in node.world.manifest.images if r.kept_whole)
+    containerd = Containerd()
+    try:
+        hosts_dir = node.plain_out / "mirror" / "containerd" / "certs.d"
+        pull = ["images", "pull", "--hosts-dir", str(hosts_dir), "--snapshotter", "native"]
+        containerd.ctr(*pull, "--platform", _platform(pinned), pinned.reference)
+        assert containerd.image_digests()[pinned.reference] == pinned.digest
+    finally:
+        containerd.stop()
+    podman.install(node.plain_out / "mirror" / "containers")
+    podman.podman("pull", "-q", "--platform", _platform(pinned), pinned.reference)
+    inspected = json.loads(podman.podman("image", "inspect", pinned.reference).stdout)[0]
+    assert f"{parse_reference(pinned.reference).name}@{pinned.digest}" in inspected["RepoDigests"]
