@@ -378,7 +378,7 @@ def configmaps(
     if output_dir is None:
         raise InputError("configmaps needs --output-dir")
     trusted = load_trusted_keys(keys, no_signature)
-    files = run_configmaps(bundle, trusted, _import_options(output_dir=output_dir, **target))
-    operator = sum(1 for name in files if name.startswith("operator/"))
+    outputs = run_configmaps(bundle, trusted, _import_options(output_dir=output_dir, **target))
+    operator = sum(1 for name in outputs.files if name.startswith("operator/"))
     click.echo(f"wrote {operator} operator files and a clusterctl repository to {output_dir}")
     return 0

@@ -2,9 +2,11 @@
 
 Real bundles collected through the CLI from the fake GitHub and loopback registries;
 every emitted object is judged by schemas (Kubernetes' own for core objects,
-``tests/schemas/operator-v1alpha2-provider.json`` for provider CRs), selectors are
-evaluated against every emitted ConfigMap, and ``kubectl kustomize`` builds the tree
-the way ``kubectl apply -k`` would.
+``tests/schemas/operator-v1alpha2-provider.json`` and the operator's own CRD schema for
+provider CRs), selectors are evaluated against every emitted ConfigMap, and ``kubectl
+kustomize`` builds the tree the way ``kubectl apply -k`` would. OCI provider artifacts
+are pulled with the PyPI ``oras`` client, reference and credentials read as the
+operator's OCI source reads them.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import random
 import re
 import shutil
+import stat
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,12 +364,13 @@ def test_variables_secrets_and_table(
         secret = secrets[f"{type_of(record.type).operator_type}-{record.name}-variables"]
         assert secret["metadata"]["namespace"] == cm["metadata"]["namespace"]
         data = secret["stringData"]
-        assert set(data) == {v.name for v in variables}
+        # a required variable nobody set is commented out, so the operator refuses to
+        # install instead of substituting an empty string
+        assert set(data) == {v.name for v in variables if not v.required}
         text = (capi_out / "operator/secrets" / f"{secret['metadata']['name']}.yaml").read_text()
         for variable in variables:
             if variable.required:
-                assert data[variable.name] == ""
-                assert f"# required: {variable.name}" in text
+                assert f"# required, not set: {variable.name}" in text
             else:
                 assert data[variable.name] == variable.default
             default = "" if variable.default is None else f"`{variable.default}`"
@@ -644,7 +650,11 @@ def test_several_versions_one_cr_installing_the_first_listed(
         s for s in op.kind("Secret") if s["metadata"]["name"] == cr["spec"]["configSecret"]["name"]
     )
     assert secret["stringData"]["MULTI_ZONE"] == "eu-1"
-    assert "PROVIDER_CREDENTIALS" in secret["stringData"]
+    assert "PROVIDER_CREDENTIALS" not in secret["stringData"]  # required, unset: commented out
+    assert (
+        "# required, not set: PROVIDER_CREDENTIALS"
+        in (out / "operator/secrets" / f"{secret['metadata']['name']}.yaml").read_text()
+    )
     # clusterctl repository: both versions on disk, the first listed in clusterctl.yaml
     config = yaml.safe_load((out / "clusterctl/clusterctl.yaml").read_text())
     (entry,) = [e for e in config["providers"] if e["name"] == "multi"]
@@ -779,7 +789,11 @@ def test_import_of_a_too_large_provider_fails_without_writing(
 
 
 def test_too_large_provider_travels_by_the_oci_source(
-    huge_bundle: Path, signing_key: SigningKey, registry_factory: RegistryFactory, tmp_path: Path
+    huge_bundle: Path,
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+    tmp_path: Path,
+    no_docker_config: None,
 ) -> None:
     registry = registry_factory("plain")
     out = tmp_path / "out"
@@ -799,9 +813,8 @@ def test_too_large_provider_travels_by_the_oci_source(
     op = check_operator_tree(out)
     assert not op.configmaps
     cr = op.cr("InfrastructureProvider", "huge")
-    reference = cr["spec"]["fetchConfig"]["oci"]
     stem = "infrastructure-huge-v2.0.0"
-    files = artifact_files(registry, reference)
+    files = artifact_files(registry, cr)
     assert (
         files[f"{stem}-components.yaml"]
         == (
@@ -813,25 +826,72 @@ def test_too_large_provider_travels_by_the_oci_source(
 # --- the OCI source -------------------------------------------------------------------
 
 
-def artifact_files(registry: RegistryServer, reference: str) -> dict[str, bytes]:
-    """Layer title -> blob bytes of the artifact at ``reference`` (``HOST/REPO:TAG``)."""
-    assert reference.startswith(registry.host + "/")
-    repository, _tag = reference.removeprefix(registry.host + "/").rsplit(":", 1)
-    raw = skopeo.raw_manifest(reference, registry=registry)
+def parse_oci_source(url: str, version: str) -> tuple[str, str, bool]:
+    """The operator's ``parseOCISource`` (internal/controller/oci_source.go), line for
+    line: the ``http://`` prefix is the only plain-HTTP switch; the tag after the last
+    colon that is not part of a port, else the provider version."""
+    plain_http = url.startswith("http://")
+    url = url.removeprefix("http://")
+    parts = url.split(":", 2)
+    if len(parts) == 2 and "/" not in parts[1]:
+        url, version = parts
+    elif len(parts) == 3:
+        version = parts[2]
+        url = f"{parts[0]}:{parts[1]}"
+    return url, version, plain_http
+
+
+def oci_credentials(secret: dict[str, Any] | None) -> tuple[str, str] | None:
+    """``OCIAuthentication``: OCI_USERNAME/OCI_PASSWORD from the provider's config Secret."""
+    data = (secret or {}).get("stringData") or {}
+    username, password = data.get("OCI_USERNAME", ""), data.get("OCI_PASSWORD", "")
+    return (username, password) if username or password else None
+
+
+def artifact_files(
+    registry: RegistryServer,
+    cr: dict[str, Any],
+    secret: dict[str, Any] | None = None,
+) -> dict[str, bytes]:
+    """Layer title -> bytes, pulled by the PyPI ``oras`` client the way the operator's
+    OCI source pulls: reference and scheme from ``parseOCISource``, credentials from
+    the config Secret."""
+    import oras.provider
+
+    fetch = cr["spec"]["fetchConfig"]["oci"]
+    repository, tag, plain_http = parse_oci_source(fetch, cr["spec"]["version"])
+    assert repository.startswith(registry.host + "/"), fetch
+    assert plain_http == (registry.scheme == "http"), fetch
+    login = oci_credentials(secret)
+    client = oras.provider.Registry(
+        hostname=registry.host,
+        insecure=plain_http,
+        tls_verify=str(registry.ca_file) if registry.ca_file else True,
+        auth_backend="token" if registry.mode == "token" else "basic",
+    )
+    if login:
+        client.auth.set_basic_auth(*login)
+    with tempfile.TemporaryDirectory() as outdir:
+        paths = client.pull(target=f"{repository}:{tag}", outdir=outdir)
+        files = {Path(path).name: Path(path).read_bytes() for path in paths}
+    # the bytes are the ones the manifest promises
+    raw = skopeo.raw_manifest(f"{repository}:{tag}", registry=registry)
     manifest = json.loads(raw)
     assert manifest["mediaType"] == OCI_MANIFEST
-    files: dict[str, bytes] = {}
-    with httpx.Client(base_url=registry.url) as client:
-        for layer in manifest["layers"]:
-            title = layer["annotations"]["org.opencontainers.image.title"]
-            response = client.get(
-                f"/v2/{repository}/blobs/{layer['digest']}", follow_redirects=True
-            )
-            assert response.status_code == 200
-            assert sha256_digest(response.content) == layer["digest"]
-            assert len(response.content) == layer["size"]
-            files[title] = response.content
+    titles = {
+        layer["annotations"]["org.opencontainers.image.title"]: layer["digest"]
+        for layer in manifest["layers"]
+    }
+    assert {name: sha256_digest(data) for name, data in files.items()} == titles
     return files
+
+
+@pytest.fixture
+def no_docker_config(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """oras reads ``~/.docker/config.json``: the tests give it nothing to find there."""
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
 
 
 def test_oci_source_publishes_artifacts_and_points_crs_at_them(
@@ -839,6 +899,7 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     capi_op: Operator,
     registry_factory: RegistryFactory,
     tmp_path: Path,
+    no_docker_config: None,
 ) -> None:
     registry = registry_factory("plain")
     out = tmp_path / "out"
@@ -867,12 +928,13 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
         fetch = cr["spec"]["fetchConfig"]
         assert set(fetch) == {"oci"}  # exactly one source, no selector
         reference = fetch["oci"]
+        # a plain-HTTP registry: the operator needs the http:// prefix to speak HTTP
         assert re.fullmatch(
-            rf"{re.escape(registry.host)}/capi/[a-z0-9/._-]+:[A-Za-z0-9._-]+", reference
+            rf"http://{re.escape(registry.host)}/capi/[a-z0-9/._-]+:[A-Za-z0-9._-]+", reference
         )
-        assert reference.rsplit(":", 1)[1] == cr["spec"]["version"] == record.version
+        assert parse_oci_source(reference, "")[1] == cr["spec"]["version"] == record.version
         stem = f"{ptype.operator_type}-{record.name}-{record.version}"
-        files = artifact_files(registry, reference)
+        files = artifact_files(registry, cr)  # no Secret credentials: none needed
         assert set(files) == {f"{stem}-metadata.yaml", f"{stem}-components.yaml"}
         assert files[f"{stem}-metadata.yaml"] == originals[record.metadata]
         name = record.components.rsplit("/", 1)[1]
@@ -882,7 +944,8 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
         assert rewritten == components_of(capi_op.configmap(stem)).replace(
             TARGET.encode(), f"{registry.host}/capi".encode()
         )
-    # the other objects are those of the selector source
+    # the other objects are those of the selector source: no registry credentials in
+    # the Secrets of a registry that asks for none
     assert [s["stringData"] for s in op.kind("Secret")] == [
         s["stringData"] for s in capi_op.kind("Secret")
     ]
@@ -904,3 +967,95 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     )
     assert result.returncode == 0, result.stderr
     assert read_tree(again / "operator") == first
+
+
+def test_parse_oci_source_as_the_operator_does() -> None:
+    """The cases of the operator's oci_source_parse_test.go."""
+    assert parse_oci_source("registry.io/provider:v1.0.0", "v0.0.1") == (
+        "registry.io/provider",
+        "v1.0.0",
+        False,
+    )
+    assert parse_oci_source("registry.io:5000/provider", "v0.0.1") == (
+        "registry.io:5000/provider",
+        "v0.0.1",
+        False,
+    )
+    assert parse_oci_source("http://registry.io:5000/org/provider:v1.2.3", "v0") == (
+        "registry.io:5000/org/provider",
+        "v1.2.3",
+        True,
+    )
+
+
+@pytest.mark.parametrize("mode", ["basic", "token"])
+def test_oci_source_from_a_registry_with_a_password(
+    mode: str,
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    tmp_path: Path,
+    no_docker_config: None,
+) -> None:
+    """TLS + htpasswd (no prefix) and plain HTTP + bearer tokens (``http://``): the
+    import credentials land in each provider's config Secret as OCI_USERNAME and
+    OCI_PASSWORD, in files mode 0600 (under umask 000 too), and nowhere else."""
+    registry = registry_factory(mode)
+    assert registry.username and registry.password
+    out = tmp_path / "out"
+    args: list[str | Path] = [
+        "import",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"{registry.host}/capi",
+        "--output-dir",
+        out,
+        "--provider-source",
+        "oci",
+        "--username",
+        registry.username,
+        "--password-stdin",
+    ]
+    if registry.ca_file:
+        args += ["--ca-file", registry.ca_file]
+    old_umask = os.umask(0)
+    try:
+        result = run_airgap(*args, input=registry.password + "\n")
+    finally:
+        os.umask(old_umask)
+    assert result.returncode == 0, result.stderr
+    op = check_operator_tree(out)
+    secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in op.kind("Secret")}
+    assert len(op.providers) == len(capi_bundle.manifest.providers)
+    for cr in op.providers:
+        ref = cr["spec"]["configSecret"]
+        secret = secrets[(ref["namespace"], ref["name"])]
+        assert oci_credentials(secret) == (registry.username, registry.password)
+        assert cr["spec"]["fetchConfig"]["oci"].startswith(
+            "http://" if registry.scheme == "http" else registry.host
+        )
+        files = artifact_files(registry, cr, secret)
+        assert len(files) == 2
+        # and the credentials are needed: anonymous, the registry refuses
+        repository, tag, _ = parse_oci_source(cr["spec"]["fetchConfig"]["oci"], "")
+        anonymous = httpx.get(
+            f"{registry.url}/v2/{repository.removeprefix(registry.host + '/')}/manifests/{tag}",
+            verify=registry.ssl_context(),
+        )
+        assert anonymous.status_code == 401
+    secret_files = sorted((out / "operator/secrets").iterdir())
+    assert len(secret_files) == len(op.providers)
+    for path in secret_files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    # the password is in the Secrets and nowhere else: not in any other file written,
+    # not on stdout or stderr
+    elsewhere = [
+        path
+        for path in out.rglob("*")
+        if path.is_file()
+        and path not in secret_files
+        and registry.password.encode() in path.read_bytes()
+    ]
+    assert not elsewhere
+    assert registry.password not in result.stdout + result.stderr

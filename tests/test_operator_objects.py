@@ -31,6 +31,7 @@ from airgap.configmaps.objects import (
     ProviderVersion,
 )
 from airgap.errors import EXIT_FAILURE, AirgapError
+from airgap.fsutil import SecretBytes
 from airgap.mirror.outputs import RewrittenProvider
 from airgap.providers.components import Variable
 from airgap.providers.types import ProviderType
@@ -38,6 +39,7 @@ from tests.harness.releases import make_components, make_metadata
 from tests.schemas import (
     PROVIDER_KINDS,
     configmap_size,
+    crd_errors,
     provider_errors,
     selector_matches,
     validate_kubernetes,
@@ -188,9 +190,11 @@ def test_schema_accepts_the_documented_optional_fields() -> None:
         "manifestPatches": ["apiVersion: v1\nkind: Service\n"],
     }
     validate_provider(cr)
+    assert crd_errors(cr) == []  # the operator's own CRD agrees
     for source in ({"url": "https://example.invalid/o/r/releases"}, {"oci": "reg/x:v1"}):
         cr["spec"]["fetchConfig"] = source
         validate_provider(cr)
+        assert crd_errors(cr) == []
 
 
 def _mutated(path: list[str], value: object) -> dict[str, Any]:
@@ -230,6 +234,43 @@ def _mutated(path: list[str], value: object) -> dict[str, Any]:
 )
 def test_schema_rejects_mistakes(path: list[str], value: object) -> None:
     assert provider_errors(_mutated(path, value)), (path, value)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (["spec", "verison"], "v1.9.4"),  # strict field validation: unknown field
+        (["spec", "version"], 194),
+        (["spec", "fetchConfig"], {}),  # CEL: exactly one source
+        (["spec", "fetchConfig"], {"url": "https://x.invalid", "oci": "reg/x:v1"}),
+        (["spec", "fetchConfig", "github-token"], "t"),
+        (["spec", "configSecret"], {"namespace": "x"}),  # name is required
+        (["spec", "deployment"], {"containers": [{"imageUrl": "x"}]}),
+        (["spec", "deployment"], {"containers": [{"name": "m", "image": "x"}]}),
+        (["spec", "deployment"], {"replicas": -1}),
+        (["spec", "manifestPatches"], "not a list"),
+        (["spec", "patches"], [{"patch": "{}"}]),  # CEL: not with manifestPatches
+        (["spec", "additionalDeployments"], {"d": {"deployment": {"containers": [{}]}}}),
+    ],
+)
+def test_the_operators_crd_schema_rejects_mistakes(path: list[str], value: object) -> None:
+    cr = _mutated(path, value)
+    if path[-1] == "patches":
+        cr["spec"]["manifestPatches"] = ["{}"]
+    assert crd_errors(cr), (path, value)
+    assert provider_errors(cr), (path, value)  # our schema agrees
+
+
+def test_the_operators_crd_schema_accepts_image_overrides_and_additional_deployments() -> None:
+    cr = _mutated(
+        ["spec", "deployment"],
+        {"containers": [{"name": "manager", "imageUrl": "r.local/capi/m@sha256:" + "a" * 64}]},
+    )
+    cr["spec"]["additionalDeployments"] = {
+        "other": {"deployment": {"containers": [{"name": "c", "imageUrl": "r.local/x:v1"}]}}
+    }
+    assert crd_errors(cr) == []
+    assert provider_errors(cr) == []
 
 
 # --- ConfigMaps ------------------------------------------------------------------------
@@ -454,9 +495,10 @@ def test_namespace_falls_back_to_well_known_defaults(text: str) -> None:
 # --- Secrets and variables.md ----------------------------------------------------------
 
 
-def test_variables_secret_lists_required_empty_and_optional_with_defaults() -> None:
+def test_variables_secret_fills_values_defaults_and_comments_out_unset_required() -> None:
     variables = [
         Variable("PROVIDER_CREDENTIALS", None, True),
+        Variable("FILLED_REQUIRED", None, True),
         Variable("LOG_LEVEL", "2", False),
         Variable("ADDRESS", ":8443", False),
         Variable("QUOTED", 'it\'s "q" # not a comment', False),
@@ -465,7 +507,15 @@ def test_variables_secret_lists_required_empty_and_optional_with_defaults() -> N
         Variable("Y", "yes", False),  # YAML 1.1 would read an unquoted key Y as a boolean
         Variable("NULL", "null", False),
     ]
-    text = objects.variables_secret(provider(), variables)
+    values = {
+        "FILLED_REQUIRED": 'line one\nline two: "x" # y',
+        "LOG_LEVEL": "5",
+        "OCI_PASSWORD": "p@ss: w'rd",  # not a component variable: written too
+    }
+    data = objects.variables_secret(provider(), variables, values)
+    assert isinstance(data, SecretBytes)  # written mode 0600
+    assert values["OCI_PASSWORD"] not in repr(data)
+    text = data.decode()
     secret = yaml.safe_load(text)
     validate_kubernetes(secret)
     assert secret["metadata"] == {
@@ -473,19 +523,25 @@ def test_variables_secret_lists_required_empty_and_optional_with_defaults() -> N
         "namespace": "capd-system",
     }
     assert secret["type"] == "Opaque"
-    expected = {v.name: ("" if v.required else v.default) for v in variables}
+    expected = {v.name: v.default for v in variables if not v.required} | values
+    # the required variable nobody set is not a key: the operator refuses to install
+    # instead of substituting an empty string
     assert secret["stringData"] == expected
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in secret["stringData"].items())
     lines = text.splitlines()
-    index = next(
-        i
-        for i, line in enumerate(lines)
-        if "PROVIDER_CREDENTIALS" in line and not line.lstrip().startswith("#")
-    )
-    assert lines[index - 1].lstrip().startswith("#") and "required" in lines[index - 1]
+    index = next(i for i, line in enumerate(lines) if "PROVIDER_CREDENTIALS" in line)
+    assert "required" in lines[index] and lines[index].lstrip().startswith("#")
+    assert lines[index + 1].lstrip().startswith('# "PROVIDER_CREDENTIALS":')
     assert "github-token" not in text
     # keys are quoted so that no YAML 1.1 reader (kubectl's) turns them into booleans/null
     assert '"Y": "yes"' in text and '"NULL": "null"' in text
+
+
+def test_secret_with_only_unset_required_variables_has_empty_string_data() -> None:
+    data = objects.variables_secret(provider(), [Variable("X", None, True)], {})
+    secret = yaml.safe_load(data.decode())
+    validate_kubernetes(secret)
+    assert secret["stringData"] == {}
 
 
 def test_variables_markdown_table() -> None:
@@ -508,7 +564,7 @@ def test_variables_markdown_table() -> None:
 
 
 def test_operator_tree_order_and_schema() -> None:
-    files = emit.operator_files(standard_set())
+    files = emit.operator_files(standard_set()).files
     loaded = load_operator(files)
     resources = list(loaded)
     assert resources[0] == "namespaces.yaml"
@@ -532,7 +588,7 @@ def test_operator_tree_order_and_schema() -> None:
 
 
 def test_several_versions_share_one_cr_that_installs_the_first_listed() -> None:
-    files = emit.operator_files(standard_set())
+    files = emit.operator_files(standard_set()).files
     objs = all_objects(files)
     configmaps = [o for o in objs if o["kind"] == "ConfigMap"]
     crs = [o for o in objs if o["kind"].endswith("Provider")]
@@ -565,7 +621,7 @@ def test_versions_of_one_provider_share_the_namespace_of_the_installed_one() -> 
         rewritten(ProviderType.INFRASTRUCTURE, "moving", "v0.2.0", "moving-system"),
         rewritten(ProviderType.INFRASTRUCTURE, "moving", "v0.1.0", "moving-old-system"),
     ]
-    objs = all_objects(emit.operator_files(providers))
+    objs = all_objects(emit.operator_files(providers).files)
     cr = next(o for o in objs if o["kind"] == "InfrastructureProvider")
     assert cr["spec"]["version"] == "v0.2.0"
     for cm in (o for o in objs if o["kind"] == "ConfigMap"):
@@ -593,11 +649,13 @@ def test_secret_collects_every_variable_of_every_carried_version() -> None:
             ),
         ),
     ]
-    files = emit.operator_files(providers)
+    outputs = emit.operator_files(providers)
+    files = outputs.files
     secret = yaml.safe_load(files["operator/secrets/infrastructure-docker-variables.yaml"])
     validate_kubernetes(secret)
     assert secret["stringData"]["ONLY_IN_NEW"] == "z"
-    assert secret["stringData"]["NEW_REQUIRED"] == ""
+    assert "NEW_REQUIRED" not in secret["stringData"]  # unset: commented out
+    assert "NEW_REQUIRED" in outputs.missing["InfrastructureProvider docker"]
     cr = yaml.safe_load(files["operator/providers/01-infrastructure-docker.yaml"])
     assert cr["spec"]["configSecret"]["name"] == "infrastructure-docker-variables"
     table = files["operator/variables.md"].decode()
@@ -614,7 +672,7 @@ def test_a_provider_without_variables_gets_no_secret() -> None:
             components="apiVersion: v1\nkind: Namespace\nmetadata: {name: capi-system}\n",
         )
     ]
-    files = emit.operator_files(providers)
+    files = emit.operator_files(providers).files
     assert not [p for p in files if p.startswith("operator/secrets/")]
     cr = yaml.safe_load(files["operator/providers/00-core-cluster-api.yaml"])
     assert "configSecret" not in cr["spec"]
@@ -622,7 +680,7 @@ def test_a_provider_without_variables_gets_no_secret() -> None:
 
 
 def test_namespace_option_puts_every_object_in_it() -> None:
-    files = emit.operator_files(standard_set(), namespace="capi-all")
+    files = emit.operator_files(standard_set(), namespace="capi-all").files
     objs = all_objects(files)
     assert [o for o in objs if o["kind"] == "Namespace"] == [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "capi-all"}}
@@ -648,7 +706,7 @@ def test_oci_references_replace_configmaps() -> None:
         v.configmap_name: f"registry.local:5000/capi/capi-providers/{v.key}:{v.version}"
         for v in emit.provider_versions(providers, None)
     }
-    files = emit.operator_files(providers, oci_references=references)
+    files = emit.operator_files(providers, oci_references=references).files
     objs = all_objects(files)
     assert not [o for o in objs if o["kind"] == "ConfigMap"]
     assert not [p for p in files if "/configmaps/" in p]
@@ -750,7 +808,7 @@ def test_kubectl_reads_the_files_as_python_does(tmp_path: Path) -> None:
             ProviderType.INFRASTRUCTURE, "docker", "v1.9.4", "capd-system", components=awkward
         ),
     ]
-    files = emit.operator_files(providers)
+    files = emit.operator_files(providers).files
     for path, data in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_bytes(data)
@@ -777,6 +835,6 @@ def test_kubectl_reads_the_files_as_python_does(tmp_path: Path) -> None:
 
 
 def test_kustomization_says_to_apply_server_side() -> None:
-    text = emit.operator_files(standard_set())["operator/kustomization.yaml"].decode()
+    text = emit.operator_files(standard_set()).files["operator/kustomization.yaml"].decode()
     assert "kubectl apply --server-side -k" in text
     assert yaml.safe_load(text)["kind"] == "Kustomization"

@@ -5,6 +5,8 @@ Deterministic: the same bundle and options give byte-identical files.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +100,33 @@ def _installed(versions: list[ProviderVersion]) -> list[ProviderVersion]:
     return sorted(chosen.values(), key=lambda v: v.type is not ProviderType.CORE)
 
 
+OCI_CREDENTIAL_VARIABLES = ("OCI_USERNAME", "OCI_PASSWORD", "OCI_ACCESS_TOKEN", "OCI_REFRESH_TOKEN")
+
+
+@dataclass(frozen=True)
+class OperatorFiles:
+    """The ``operator/`` tree, and per provider the required variables nobody set."""
+
+    files: dict[str, bytes]
+    missing: dict[str, list[str]]  # "<Kind> <name>" -> variable names, never values
+
+
+def _secret_values(names: list[str], lookup: Callable[[str], str | None]) -> dict[str, str]:
+    return {name: value for name in names if (value := lookup(name)) is not None}
+
+
 def operator_files(
     providers: list[RewrittenProvider],
     *,
     namespace: str | None = None,
     oci_references: dict[str, str] | None = None,
-) -> dict[str, bytes]:
-    """``operator/…`` relative paths -> contents, with a kustomization in apply order."""
+    lookup: Callable[[str], str | None] = lambda _name: None,
+) -> OperatorFiles:
+    """``operator/…`` relative paths -> contents, with a kustomization in apply order.
+
+    ``lookup`` gives the value of a variable, if one was given: each provider's Secret
+    is filled with the values of the variables its components use and, with the OCI
+    source, the registry credentials the operator reads (``OCI_USERNAME``, ...)."""
     versions = provider_versions(providers, namespace)
     files: dict[str, bytes] = {}
     namespaces = sorted({v.namespace for v in versions})
@@ -122,24 +144,36 @@ def operator_files(
         for version in installed
         for variable in variables.get(version.key, [])
     ]
+    secrets: dict[str, str] = {}
+    missing: dict[str, list[str]] = {}
     for version in installed:
-        if version.key in variables:
-            path = f"secrets/{objects.secret_name(version)}.yaml"
+        names = [variable.name for variable in variables.get(version.key, [])]
+        if oci_references is not None:
+            names += [name for name in OCI_CREDENTIAL_VARIABLES if name not in names]
+        values = _secret_values(names, lookup)
+        unset = [
+            v.name for v in variables.get(version.key, []) if v.required and v.name not in values
+        ]
+        if unset:
+            missing[f"{version.type.kind} {version.name}"] = sorted(unset)
+        if version.key in variables or values:
+            secrets[version.key] = objects.secret_name(version)
+            path = f"secrets/{secrets[version.key]}.yaml"
             files[f"operator/{path}"] = objects.variables_secret(
-                version, variables[version.key]
-            ).encode()
+                version, variables.get(version.key, []), values
+            )
             resources.append(path)
     for index, version in enumerate(installed):
         path = f"providers/{index:02d}-{version.key}.yaml"
         oci = (oci_references or {}).get(version.configmap_name)
-        secret = objects.secret_name(version) if version.key in variables else None
+        secret = secrets.get(version.key)
         files[f"operator/{path}"] = dump(objects.provider_cr(version, secret=secret, oci=oci))
         resources.append(path)
     files["operator/kustomization.yaml"] = KUSTOMIZATION_HEADER + dump(
         objects.kustomization(resources)
     )
     files["operator/variables.md"] = objects.variables_markdown(rows).encode()
-    return files
+    return OperatorFiles(files, missing)
 
 
 def clusterctl_files(providers: list[RewrittenProvider], output_dir: Path) -> dict[str, bytes]:

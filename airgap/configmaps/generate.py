@@ -6,7 +6,8 @@ both rewrite the components to the same target references, so their outputs agre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from airgap.configmaps import emit, ocisource
@@ -24,6 +25,25 @@ class ProviderOutputOptions:
     provider_source: str = "selector"
 
 
+@dataclass(frozen=True)
+class ProviderOutputs:
+    files: dict[str, bytes]
+    # "<Kind> <name>" -> required variables nobody gave a value for (names only)
+    missing: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _registry_credentials(registry: Registry) -> Callable[[str], str | None]:
+    """``OCI_USERNAME``/``OCI_PASSWORD`` as the operator's OCI source reads them: the
+    credentials the target registry asked airgap for, if it asked."""
+    credentials = registry.presented_credentials()
+    values = (
+        {"OCI_USERNAME": credentials.username, "OCI_PASSWORD": credentials.password}
+        if credentials
+        else {}
+    )
+    return values.get
+
+
 def provider_outputs(
     providers: list[RewrittenProvider],
     options: ProviderOutputOptions,
@@ -31,10 +51,11 @@ def provider_outputs(
     target: Target,
     created: str,
     registry: Registry | None = None,
-) -> dict[str, bytes]:
+) -> ProviderOutputs:
     """``operator/`` and ``clusterctl/`` files; with the OCI source, publish artifacts
     to ``registry`` first and point the CRs at them."""
     oci_references: dict[str, str] | None = None
+    lookup: Callable[[str], str | None] = lambda _name: None  # noqa: E731
     if options.provider_source == "oci":
         assert registry is not None, "the OCI provider source needs the target registry"
         oci_references = {
@@ -43,8 +64,10 @@ def provider_outputs(
             )
             for version in emit.provider_versions(providers, options.namespace)
         }
-    files = emit.operator_files(
-        providers, namespace=options.namespace, oci_references=oci_references
+        lookup = _registry_credentials(registry)
+    operator = emit.operator_files(
+        providers, namespace=options.namespace, oci_references=oci_references, lookup=lookup
     )
+    files = operator.files
     files.update(emit.clusterctl_files(providers, options.output_dir))
-    return files
+    return ProviderOutputs(files, operator.missing)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import base64
 import gzip
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from airgap.errors import AirgapError, InputError
+from airgap.fsutil import SecretBytes
 from airgap.providers.components import Variable
 from airgap.providers.types import ProviderType
 
@@ -167,32 +169,50 @@ def secret_name(provider: ProviderVersion) -> str:
 
 
 def _yaml_scalar(value: str) -> str:
-    return yaml.safe_dump(value, default_style='"').strip()
+    """``value`` as one double-quoted YAML scalar on one line, whatever it holds."""
+    return yaml.safe_dump(value, default_style='"', width=1 << 30, allow_unicode=False).strip()
 
 
-def variables_secret(provider: ProviderVersion, variables: list[Variable]) -> str:
-    """A Secret for the operator's configSecret, as YAML text with guidance comments."""
+def variables_secret(
+    provider: ProviderVersion, variables: list[Variable], values: Mapping[str, str]
+) -> SecretBytes:
+    """The Secret the provider CR names as its ``configSecret``, as YAML text.
+
+    The operator sets every key of the Secret as a clusterctl variable (an empty string
+    counts as set), so: a value from ``values`` where there is one, else the default
+    the components give; a required variable without a value stays commented out, so
+    that the operator refuses to install instead of installing with an empty value.
+    Keys of ``values`` that are not component variables (the OCI source's
+    ``OCI_USERNAME``/``OCI_PASSWORD``) are written too.
+    """
     lines = [
-        f"# Variables of {provider.type.kind} {provider.name}: set the required ones",
-        "# before applying; optional ones carry the default the components use.",
+        f"# Variables of {provider.type.kind} {provider.name}: values given to airgap where",
+        "# there were some, else the default the components use. A required variable",
+        "# nobody set is commented out: set it before applying.",
         "apiVersion: v1",
         "kind: Secret",
         "metadata:",
         f"  name: {secret_name(provider)}",
         f"  namespace: {provider.namespace}",
         "type: Opaque",
-        "stringData:",
     ]
-    for variable in sorted(variables, key=lambda v: v.name):
+    by_name = {variable.name: variable for variable in variables}
+    entries: list[str] = []
+    for name in sorted(set(by_name) | set(values)):
         # keys quoted too: a YAML 1.1 reader (kubectl's) takes a bare Y, NO or NULL
         # for a boolean or null
-        key = _yaml_scalar(variable.name)
-        if variable.required:
-            lines.append(f"  # required: {variable.name} has no default")
-            lines.append(f'  {key}: ""')
-        else:
-            lines.append(f"  {key}: {_yaml_scalar(variable.default or '')}")
-    return "\n".join(lines) + "\n"
+        key = _yaml_scalar(name)
+        variable = by_name.get(name)
+        if name in values:
+            entries.append(f"  {key}: {_yaml_scalar(values[name])}")
+        elif variable is not None and variable.required:
+            entries.append(f"  # required, not set: {name} has no default")
+            entries.append(f'  # {key}: ""')
+        elif variable is not None:
+            entries.append(f"  {key}: {_yaml_scalar(variable.default or '')}")
+    has_values = any(not entry.lstrip().startswith("#") for entry in entries)
+    lines.append("stringData:" if has_values else "stringData: {}")
+    return SecretBytes(("\n".join(lines + entries) + "\n").encode())
 
 
 def variables_markdown(rows: list[tuple[str, Variable]]) -> str:

@@ -62,7 +62,10 @@ def artifact_manifest(files: dict[str, bytes], created: str) -> Manifest:
 def publish(
     registry: Registry, host: str, prefix: str, provider: ProviderVersion, created: str
 ) -> str:
-    """Push the artifact (skipping blobs already there); returns ``host/repo:version``."""
+    """Push the artifact (skipping blobs already there); returns the reference the
+    operator's ``fetchConfig.oci`` takes: ``host/repo:version``, prefixed ``http://``
+    when the registry speaks plain HTTP (the operator's ``parseOCISource`` reads that
+    prefix as its only plain-HTTP switch; without it, it speaks HTTPS)."""
     repository = artifact_repository(prefix, provider)
     files = artifact_files(provider)
     what = f"provider artifact {provider.configmap_name}"
@@ -73,7 +76,8 @@ def publish(
     manifest = artifact_manifest(files, created)
     if registry.manifest_digest(repository, provider.version, what=what) != manifest.digest:
         registry.put_manifest(repository, provider.version, manifest, what=what)
-    return f"{host}/{repository}:{provider.version}"
+    scheme = "http://" if registry.plain_http else ""
+    return f"{scheme}{host}/{repository}:{provider.version}"
 
 
 def _tail(data: bytes, offset: int) -> Iterator[bytes]:

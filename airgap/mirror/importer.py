@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.configmaps.generate import ProviderOutputOptions, provider_outputs
+from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, provider_outputs
 from airgap.errors import InputError
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
@@ -140,13 +140,14 @@ def run_import(
     ]
 
     def operator_outputs(registry: Registry | None = None) -> dict[str, bytes]:
-        return provider_outputs(
+        outputs = provider_outputs(
             providers,
             options.provider_output_options(),
             target=options.target,
             created=manifest.created,
             registry=registry,
         )
+        return outputs.files
 
     files: dict[str, bytes] = {}
     wants_outputs = options.output_dir is not None
@@ -192,7 +193,7 @@ def read_ca(ca_file: str | None) -> bytes | None:
 
 def run_configmaps(
     bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
-) -> dict[str, bytes]:
+) -> ProviderOutputs:
     """Operator objects and the clusterctl repository, without pushing any image.
 
     The references are the ones an import into the same target produces."""
@@ -211,5 +212,5 @@ def run_configmaps(
             )
     else:
         files = provider_outputs(providers, output, target=options.target, created=manifest.created)
-    write_tree(output.output_dir, files)
+    write_tree(output.output_dir, files.files)
     return files

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from airgap.bundle.format import BundleManifest, ProviderRecord
 from airgap.errors import AirgapError
-from airgap.fsutil import write_atomic
+from airgap.fsutil import file_mode, write_atomic
 from airgap.mirror import nodeconfig
 from airgap.mirror.mapping import Mapping, Target
 from airgap.mirror.rewrite import rewrite_images
@@ -106,13 +106,16 @@ def json_bytes(document: object) -> bytes:
 
 
 def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
-    """Write every file atomically: staged beside ``output_dir``, then renamed in."""
+    """Write every file atomically: staged beside ``output_dir``, then renamed in.
+
+    ``SecretBytes`` contents (Secrets with filled variables or registry credentials)
+    are written mode 0600, whatever the umask."""
     output_dir = output_dir.absolute()
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
     try:
         for relative, data in files.items():
-            write_atomic(staging / relative, data)
+            write_atomic(staging / relative, data, file_mode(data))
         for relative in files:
             final = output_dir / relative
             final.parent.mkdir(parents=True, exist_ok=True)

@@ -73,6 +73,12 @@ class Authenticator:
     def known(self) -> bool:
         return self._challenge is not None
 
+    @property
+    def presented(self) -> Credentials | None:
+        """The credentials this host is sent: ours, if its challenge asks for any."""
+        challenge = self._challenge or NO_AUTH
+        return self._credentials if challenge.scheme in ("basic", "bearer") else None
+
     def header(self, scopes: tuple[str, ...], *, refresh: bool = False) -> str | None:
         """The Authorization value for a request needing ``scopes``, if any is needed."""
         challenge = self._challenge or NO_AUTH

@@ -68,6 +68,17 @@ class Registry:
         self._ping_lock = threading.Lock()
         self._ping_error: AirgapError | None = None
 
+    @property
+    def plain_http(self) -> bool:
+        """Whether this endpoint speaks plain HTTP (settled by the first request)."""
+        return self.base_url.startswith("http://")
+
+    def presented_credentials(self) -> Credentials | None:
+        """The credentials this registry asks for and gets, so that others who read
+        from it (the operator's OCI source) can be handed the same."""
+        self.ping()
+        return self._auth.presented
+
     # -- plumbing -------------------------------------------------------------------
 
     def _url(self, path: str) -> str:

@@ -3,8 +3,11 @@
 Core objects (Namespace, ConfigMap, Secret) are checked against the Kubernetes JSON
 schemas bundled with ``kubernetes-validate`` (strict: unknown fields fail), plus the
 API server's own rules those schemas leave out (object names, label syntax, base64 in
-``binaryData``, the 1 MiB ConfigMap limit). Provider CRs are checked against
-``operator-v1alpha2-provider.json``, written from the operator's API description.
+``binaryData``, the 1 MiB ConfigMap limit). Provider CRs are checked twice: against
+``operator-v1alpha2-provider.json``, written from the operator's API description, and
+against ``operator-v1alpha2-crd.json``, the openAPIV3Schema of the operator's own CRDs
+(``extract_crd.py`` says how it was made), with unknown fields refused as the API
+server's strict field validation does and the CRDs' CEL rules applied.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import kubernetes_validate
 
 SCHEMA_DIR = Path(__file__).parent
 PROVIDER_SCHEMA = SCHEMA_DIR / "operator-v1alpha2-provider.json"
+CRD_SCHEMA = SCHEMA_DIR / "operator-v1alpha2-crd.json"
 PROVIDER_KINDS = (
     "CoreProvider",
     "BootstrapProvider",
@@ -62,6 +66,69 @@ def validate_provider(obj: dict[str, Any]) -> None:
 
 def provider_errors(obj: dict[str, Any]) -> list[str]:
     return [error.message for error in provider_validator().iter_errors(obj)]
+
+
+@cache
+def crd_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(CRD_SCHEMA.read_text())
+    return schema
+
+
+@cache
+def crd_validator() -> jsonschema.protocols.Validator:
+    jsonschema.Draft7Validator.check_schema(crd_schema())
+    return jsonschema.Draft7Validator(crd_schema())
+
+
+def _has(obj: dict[str, Any], field: str) -> bool:
+    return field in obj
+
+
+# The CRDs' x-kubernetes-validations, by rule text: a rule not listed here (a newer CRD)
+# fails the check instead of passing unevaluated.
+CEL_RULES = {
+    "!(has(self.manifestPatches) && has(self.patches))": lambda o: (
+        not (_has(o, "manifestPatches") and _has(o, "patches"))
+    ),
+    "[has(self.oci), has(self.url), has(self.selector)].exists_one(x,x)": lambda o: (
+        [_has(o, "oci"), _has(o, "url"), _has(o, "selector")].count(True) == 1
+    ),
+}
+
+
+def _cel_errors(schema: dict[str, Any], value: Any, where: str) -> list[str]:
+    errors = []
+    for rule in schema.get("x-kubernetes-validations") or []:
+        check = CEL_RULES.get(rule["rule"])
+        if check is None:
+            errors.append(f"{where}: CEL rule not emulated: {rule['rule']}")
+        elif not check(value):
+            errors.append(f"{where}: {rule['message']}")
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                errors += _cel_errors(sub, item, f"{where}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            errors += _cel_errors(schema["items"], item, f"{where}[{index}]")
+    return errors
+
+
+def crd_errors(obj: dict[str, Any]) -> list[str]:
+    """What the API server would refuse in ``obj`` under the operator's own CRD schema."""
+    errors = [
+        f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
+        for error in crd_validator().iter_errors(obj)
+    ]
+    return errors + _cel_errors(crd_schema(), obj, "")
+
+
+def validate_provider_crd(obj: dict[str, Any]) -> None:
+    errors = crd_errors(obj)
+    assert not errors, errors
 
 
 def _check_name(name: object, *, label: bool, what: str) -> None:
@@ -122,6 +189,7 @@ def validate_object(obj: dict[str, Any]) -> None:
     """Any emitted object: operator CRs by our schema, the rest by Kubernetes'."""
     if obj.get("apiVersion", "").startswith("operator.cluster.x-k8s.io/"):
         validate_provider(obj)
+        validate_provider_crd(obj)
     else:
         validate_kubernetes(obj)
 
