@@ -219,6 +219,28 @@ def check_operator_tree(out: Path) -> Operator:
     return op
 
 
+def operator_customize(components: bytes, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The components' Deployments after the operator applied a CR's image overrides
+    (component_customizer.go: with several Deployments, ``spec.deployment`` only for
+    ``ca*-controller-manager``, the others by ``additionalDeployments[name]``;
+    ``customizeContainer`` sets ``image`` from ``imageUrl`` by container name)."""
+    documents = [d for d in yaml.safe_load_all(components) if isinstance(d, dict)]
+    deployments = [d for d in documents if d.get("kind") == "Deployment"]
+    for deployment in deployments:
+        name = deployment["metadata"]["name"]
+        customization = spec.get("deployment")
+        if len(deployments) > 1 and not (
+            name.startswith("ca") and name.endswith("-controller-manager")
+        ):
+            extra = (spec.get("additionalDeployments") or {}).get(name) or {}
+            customization = extra.get("deployment")
+        for override in (customization or {}).get("containers", []):
+            for container in deployment["spec"]["template"]["spec"]["containers"]:
+                if container["name"] == override["name"] and "imageUrl" in override:
+                    container["image"] = override["imageUrl"]
+    return deployments
+
+
 def kustomize(directory: Path) -> list[dict[str, Any]]:
     """``kubectl kustomize``: the build ``kubectl apply -k`` does before sending anything."""
     kubectl = shutil.which("kubectl")
@@ -512,6 +534,28 @@ def test_import_writes_the_same_operator_tree_as_configmaps(
                 name = name.rsplit(":", 1)[0]  # skopeo takes a tag or a digest, not both
             raw = skopeo.raw_manifest(f"{name}@{digest}", registry=registry)
             assert sha256_digest(raw) == digest
+    # the image overrides of every CR, applied by the operator to the components as
+    # released (fetched unmodified), make every Deployment container pull from the
+    # target, pinned by digest; each resolves there to the bundle's digest
+    originals = bundle_files(capi_bundle.path)
+    digests = {image.reference: image.digest for image in capi_bundle.manifest.images}
+    sources = dict(
+        reversed(line.split("=", 1)) for line in (imported / "mapping.txt").read_text().split()
+    )
+    for record in capi_bundle.manifest.providers:
+        ptype = type_of(record.type)
+        cr = op.cr(record.type, "cluster-api" if ptype is ProviderType.CORE else record.name)
+        assert "manager" not in cr["spec"]  # spec.manager untouched
+        assert cr["spec"]["deployment"]["containers"]
+        original = originals[record.components]
+        assert target.encode() not in original  # as released: upstream references
+        for deployment in operator_customize(original, cr["spec"]):
+            for container in deployment["spec"]["template"]["spec"]["containers"]:
+                name, digest = container["image"].rsplit("@", 1)
+                assert name.startswith(target + "/"), (record.name, container)
+                assert digest == digests[sources[name]]  # pinned to the bundle's digest
+                raw = skopeo.raw_manifest(f"{name.rsplit(':', 1)[0]}@{digest}", registry=registry)
+                assert sha256_digest(raw) == digest
     # import's clusterctl/ repository is there too, and its components match components/
     for record in capi_bundle.manifest.providers:
         name = record.components.rsplit("/", 1)[1]

@@ -30,6 +30,7 @@ from airgap.configmaps.objects import (
     ConfigMapTooLargeError,
     ProviderVersion,
 )
+from airgap.configmaps.overrides import image_overrides
 from airgap.errors import EXIT_FAILURE, AirgapError
 from airgap.fsutil import SecretBytes
 from airgap.mirror.outputs import RewrittenProvider
@@ -473,7 +474,10 @@ def test_namespace_comes_from_the_components_namespace_object() -> None:
     text = make_components(ProviderType.INFRASTRUCTURE, "my-own-ns", [IMAGE])
     assert objects.components_namespace(text, "x") == "my-own-ns"
     assert (
-        objects.default_namespace(ProviderType.INFRASTRUCTURE, "docker", text, "x") == "my-own-ns"
+        objects.default_namespace(
+            ProviderType.INFRASTRUCTURE, "docker", objects.components_namespace(text, "x")
+        )
+        == "my-own-ns"
     )
 
 
@@ -488,8 +492,9 @@ def test_namespace_comes_from_the_components_namespace_object() -> None:
     ],
 )
 def test_namespace_falls_back_to_well_known_defaults(text: str) -> None:
-    assert objects.default_namespace(ProviderType.CORE, "cluster-api", text, "x") == "capi-system"
-    assert objects.default_namespace(ProviderType.INFRASTRUCTURE, "odd", text, "x") == "odd-system"
+    found = objects.components_namespace(text, "x")
+    assert objects.default_namespace(ProviderType.CORE, "cluster-api", found) == "capi-system"
+    assert objects.default_namespace(ProviderType.INFRASTRUCTURE, "odd", found) == "odd-system"
 
 
 # --- Secrets and variables.md ----------------------------------------------------------
@@ -838,3 +843,120 @@ def test_kustomization_says_to_apply_server_side() -> None:
     text = emit.operator_files(standard_set()).files["operator/kustomization.yaml"].decode()
     assert "kubectl apply --server-side -k" in text
     assert yaml.safe_load(text)["kind"] == "Kustomization"
+
+
+# --- image overrides --------------------------------------------------------------------
+
+OTHER = "registry.local:5000/capi/other@sha256:" + "b" * 64
+
+
+def deployment(name: str, containers: list[tuple[str, str]], init: str | None = None) -> str:
+    pod: dict[str, Any] = {"containers": [{"name": n, "image": i} for n, i in containers]}
+    if init:
+        pod["initContainers"] = [{"name": "init", "image": init}]
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "capx-system"},
+            "spec": {"template": {"spec": pod}},
+        }
+    )
+
+
+def overrides_of(*docs: str, has_value: Any = lambda _n: False) -> dict[str, Any]:
+    documents = [d for doc in docs for d in yaml.safe_load_all(doc)]
+    return image_overrides(documents, has_value).spec()
+
+
+def test_every_container_of_the_deployment_is_overridden_in_the_cr() -> None:
+    files = emit.operator_files(standard_set()).files
+    crs = [o for o in all_objects(files) if o["kind"].endswith("Provider")]
+    assert crs
+    for cr in crs:
+        # make_components: one Deployment, container manager runs IMAGE, no init image
+        assert cr["spec"]["deployment"] == {"containers": [{"name": "manager", "imageUrl": IMAGE}]}
+        assert "manager" not in cr["spec"]  # spec.manager untouched
+        assert "additionalDeployments" not in cr["spec"]
+        validate_object(cr)  # our schema and the operator's CRD
+
+
+def test_init_containers_are_not_overridable_and_a_single_deployment_takes_any_name() -> None:
+    # the operator only customises .containers; one Deployment gets spec.deployment
+    # whatever its name
+    spec = overrides_of(deployment("odd-manager", [("manager", IMAGE), ("proxy", OTHER)], IMAGE))
+    assert spec == {
+        "deployment": {
+            "containers": [
+                {"name": "manager", "imageUrl": IMAGE},
+                {"name": "proxy", "imageUrl": OTHER},
+            ]
+        }
+    }
+
+
+def test_several_deployments_are_routed_as_the_operator_routes_them() -> None:
+    spec = overrides_of(
+        deployment("capx-controller-manager", [("manager", IMAGE)]),
+        "---\n" + deployment("capx-webhook", [("webhook", OTHER)]),
+        "---\n" + deployment("capx-empty", []),
+    )
+    assert spec == {
+        "deployment": {"containers": [{"name": "manager", "imageUrl": IMAGE}]},
+        "additionalDeployments": {
+            "capx-webhook": {"deployment": {"containers": [{"name": "webhook", "imageUrl": OTHER}]}}
+        },
+    }
+    cr = objects.provider_cr(provider(), secret=None, overrides=spec)
+    validate_object(cr)
+
+
+def test_two_manager_deployments_disagreeing_on_a_container_leave_it_out() -> None:
+    spec = overrides_of(
+        deployment("capx-controller-manager", [("manager", IMAGE), ("same", OTHER)]),
+        "---\n" + deployment("capy-controller-manager", [("manager", OTHER), ("same", OTHER)]),
+    )
+    assert spec == {"deployment": {"containers": [{"name": "same", "imageUrl": OTHER}]}}
+
+
+@pytest.mark.parametrize(
+    ("image", "has_value", "expected"),
+    [
+        (f"${{CAPX_IMAGE:={IMAGE}}}", False, IMAGE),  # the default the cluster runs
+        (f"${{CAPX_IMAGE:={IMAGE}}}", True, None),  # the user's value rules (not in a CR)
+        (f"${{CAPX_IMAGE:-{IMAGE}}}", False, IMAGE),
+        ("${CAPX_IMAGE}", False, None),  # required: nothing to write
+        ("${CAPX_IMAGE:=}", False, None),
+        ("registry.local:5000/capi/${NAME}:v1", False, None),
+        ("", False, None),
+        (IMAGE, True, IMAGE),
+    ],
+)
+def test_images_written_as_variables(image: str, has_value: bool, expected: str | None) -> None:
+    spec = overrides_of(
+        deployment("capx-controller-manager", [("manager", image)]),
+        has_value=lambda name: has_value and name == "CAPX_IMAGE",
+    )
+    if expected is None:
+        assert spec == {}
+    else:
+        assert spec == {"deployment": {"containers": [{"name": "manager", "imageUrl": expected}]}}
+
+
+def test_a_filled_image_variable_drops_the_override_from_the_tree() -> None:
+    components = make_components(
+        ProviderType.INFRASTRUCTURE, "capd-system", [f"${{CAPD_IMAGE:={IMAGE}}}"]
+    )
+    providers = [
+        rewritten(
+            ProviderType.INFRASTRUCTURE, "docker", "v1.9.4", "capd-system", components=components
+        )
+    ]
+    plain = all_objects(emit.operator_files(providers).files)
+    (cr,) = [o for o in plain if o["kind"] == "InfrastructureProvider"]
+    assert cr["spec"]["deployment"]["containers"] == [{"name": "manager", "imageUrl": IMAGE}]
+    value = "elsewhere.example/capd:v9"
+    filled = emit.operator_files(providers, lookup={"CAPD_IMAGE": value}.get).files
+    (cr,) = [o for o in all_objects(filled) if o["kind"] == "InfrastructureProvider"]
+    assert "deployment" not in cr["spec"]
+    assert not [p for p, data in filled.items() if value.encode() in data and "/secrets/" not in p]

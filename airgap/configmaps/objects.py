@@ -14,13 +14,14 @@ import gzip
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import yaml
 
 from airgap.errors import AirgapError, InputError
 from airgap.fsutil import SecretBytes
-from airgap.providers.components import Variable
+from airgap.providers.components import Components, Variable
 from airgap.providers.types import ProviderType
 
 OPERATOR_API = "operator.cluster.x-k8s.io/v1alpha2"
@@ -53,6 +54,9 @@ class ProviderVersion:
     metadata: str
     components: str  # already rewritten to the target registry
     namespace: str
+    # ``components`` parsed once (images, containers, Namespace); None only where a
+    # version is built by hand from text
+    parsed: Components | None = None
 
     @property
     def key(self) -> str:
@@ -68,22 +72,33 @@ class ProviderVersion:
         return CORE_CR_NAME if self.type is ProviderType.CORE else self.name
 
 
-def components_namespace(components: str, source: str) -> str | None:
-    """The name of the one Namespace object a components file creates, if any."""
+@lru_cache(maxsize=4)
+def _parse_all(components: str) -> tuple[Any, ...]:
+    return tuple(yaml.safe_load_all(components))
+
+
+def components_documents(components: str, source: str) -> tuple[Any, ...]:
+    """The parsed documents of a components file (cached: the namespace and the image
+    overrides both need them, and a real components file takes a while to parse).
+    Callers must not modify them."""
     try:
-        documents = list(yaml.safe_load_all(components))
+        return _parse_all(components)
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: components do not parse as YAML: {exc}") from exc
+
+
+def components_namespace(components: str, source: str) -> str | None:
+    """The name of the one Namespace object a components file creates, if any."""
     names: list[object] = []
-    for document in documents:
+    for document in components_documents(components, source):
         if isinstance(document, dict) and document.get("kind") == "Namespace":
             metadata = document.get("metadata")
             names.append(metadata.get("name") if isinstance(metadata, dict) else None)
     return names[0] if len(names) == 1 and isinstance(names[0], str) and names[0] else None
 
 
-def default_namespace(ptype: ProviderType, name: str, components: str, source: str) -> str:
-    found = components_namespace(components, source)
+def default_namespace(ptype: ProviderType, name: str, found: str | None) -> str:
+    """The components' own Namespace (``found``), else the one clusterctl uses."""
     return found or DEFAULT_NAMESPACES.get((ptype, name), f"{name}-system")
 
 
@@ -143,15 +158,21 @@ def configmap(provider: ProviderVersion) -> dict[str, Any]:
 
 
 def provider_cr(
-    provider: ProviderVersion, *, secret: str | None, oci: str | None = None
+    provider: ProviderVersion,
+    *,
+    secret: str | None,
+    oci: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The provider CR; exactly one fetch source, never a github-token."""
+    """The provider CR; exactly one fetch source, never a github-token, and the image
+    overrides (``deployment``, ``additionalDeployments``; ``manager`` untouched)."""
     fetch: dict[str, Any] = (
         {"oci": oci} if oci else {"selector": {"matchLabels": selector_labels(provider)}}
     )
     spec: dict[str, Any] = {"version": provider.version, "fetchConfig": fetch}
     if secret:
         spec["configSecret"] = {"name": secret, "namespace": provider.namespace}
+    spec.update(overrides or {})
     return {
         "apiVersion": OPERATOR_API,
         "kind": provider.type.kind,
