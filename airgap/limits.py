@@ -32,6 +32,13 @@ MAX_EXTENDED_HEADERS_PER_MEMBER = 4
 MAX_METADATA_BYTES = 1 * MiB
 # Any file downloaded from a release (the components file is the big one).
 MAX_RELEASE_FILE_BYTES = 64 * MiB
+# A components file as airgap parses it (collect, import, configmaps alike; the real
+# core-components.yaml is ~1.2 MB). Parsing is linear up to here: ~0.1 s per MB.
+MAX_COMPONENTS_BYTES = 16 * MiB
+# Components nest deeper than other YAML: CRD schemas embed whole pod templates (~40).
+MAX_COMPONENTS_DEPTH = 100
+# Nodes that aliases may stand for, in all, in one components file (real ones use none).
+MAX_COMPONENTS_ALIAS_NODES = 100_000
 
 # -- HTTP bodies ---------------------------------------------------------------------------
 # One page of the GitHub releases API (100 releases with notes and asset lists).

@@ -34,7 +34,7 @@ from airgap.configmaps.overrides import image_overrides
 from airgap.errors import EXIT_FAILURE, AirgapError
 from airgap.fsutil import SecretBytes
 from airgap.mirror.outputs import RewrittenProvider
-from airgap.providers.components import Variable
+from airgap.providers.components import Variable, parse_components
 from airgap.providers.types import ProviderType
 from tests.harness.releases import make_components, make_metadata
 from tests.schemas import (
@@ -87,7 +87,8 @@ def rewritten(
         components=f"providers/{label}/{version}/{ptype.components_file}",
         images=[IMAGE],
     )
-    return RewrittenProvider(record, ptype.components_file, components, METADATA)
+    parsed = parse_components(components, record.components)
+    return RewrittenProvider(record, ptype.components_file, components, METADATA, parsed)
 
 
 def standard_set() -> list[RewrittenProvider]:

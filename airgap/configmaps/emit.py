@@ -19,7 +19,6 @@ from airgap.mirror.outputs import RewrittenProvider
 from airgap.providers.components import Variable, find_variables
 from airgap.providers.types import ProviderType
 
-
 # libyaml's emitter writes a ConfigMap holding 1 MB of components in ~20 ms, PyYAML's
 # pure-Python one in ~0.5 s; both write the same bytes (tests/test_yamlload.py checks).
 _BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

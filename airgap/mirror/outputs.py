@@ -13,13 +13,14 @@ from collections.abc import Mapping as MappingType
 from dataclasses import dataclass
 from pathlib import Path
 
+from airgap import phases
 from airgap.bundle.format import BundleManifest, ProviderRecord
-from airgap.errors import AirgapError
+from airgap.errors import AirgapError, InputError
 from airgap.fsutil import file_mode, write_atomic
 from airgap.mirror import nodeconfig
 from airgap.mirror.mapping import Mapping, Target
 from airgap.mirror.rewrite import rewrite_images
-from airgap.providers.components import find_images
+from airgap.providers.components import Components, parse_components
 from airgap.verify.bundle import VerifiedBundle
 
 
@@ -29,6 +30,7 @@ class RewrittenProvider:
     components_name: str  # file name of the components file
     components: str  # rewritten text
     metadata: str
+    parsed: Components  # the rewritten text, parsed once: images, containers, Namespace
 
 
 def rewrite_providers(
@@ -38,7 +40,21 @@ def rewrite_providers(
     *,
     pin: bool,
 ) -> list[RewrittenProvider]:
-    """Each provider's components with every bundle image pointing at the target."""
+    """Each provider's components with every bundle image pointing at the target.
+
+    The rewritten text is parsed once, here; everything built from the components later
+    (the leftover check below, namespaces, ConfigMaps, CR image overrides) uses that."""
+    with phases.timed("providers/rewrite"):
+        return _rewrite_providers(bundle, manifest, mappings, pin=pin)
+
+
+def _rewrite_providers(
+    bundle: VerifiedBundle,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    *,
+    pin: bool,
+) -> list[RewrittenProvider]:
     digests = {image.reference: image.digest for image in manifest.images}
     by_source = {str(m.source): m for m in mappings}
 
@@ -53,9 +69,10 @@ def rewrite_providers(
     }
     rewritten = []
     for record in manifest.providers:
-        text = bundle.read(record.components).decode()
+        text = _text(bundle.read(record.components), record.components)
         new_text, _ = rewrite_images(text, lookup)
-        leftover = [i for i in find_images(new_text, record.components) if i not in targets]
+        parsed = parse_components(new_text, record.components)
+        leftover = [i for i in parsed.images if i not in targets]
         if leftover:
             raise AirgapError(
                 f"{record.components}: could not rewrite image {leftover[0]} "
@@ -66,10 +83,18 @@ def rewrite_providers(
                 record,
                 record.components.rsplit("/", 1)[1],
                 new_text,
-                bundle.read(record.metadata).decode(),
+                _text(bundle.read(record.metadata), record.metadata),
+                parsed,
             )
         )
     return rewritten
+
+
+def _text(data: bytes, member: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{member}: not UTF-8 text") from None
 
 
 def import_files(

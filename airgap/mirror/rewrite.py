@@ -5,6 +5,10 @@ order, comments, quoting and clusterctl variables all stay as they were. Only th
 an ``image:`` key that names a bundle image is replaced; an image written as a variable
 with a default (``${CAPD_IMAGE:=registry.k8s.io/…}``) keeps its variable and gets a new
 default.
+
+Every pattern here runs in time linear in the line: an ``image:`` line padded with tens
+of thousands of spaces, or a value full of unclosed ``${A:=``, is handled as fast as a
+normal one (the single regular expression this replaced backtracked quadratically).
 """
 
 from __future__ import annotations
@@ -15,14 +19,16 @@ from collections.abc import Callable
 from airgap.errors import InputError
 from airgap.reference import parse_reference
 
-_IMAGE_LINE = re.compile(
-    r"""^(?P<lead>\s*(?:-\s+)?["']?image["']?\s*:\s*)"""
-    r"""(?P<quote>["']?)(?P<value>[^"'#\s][^"'#]*?)(?P=quote)(?P<trail>\s*(?:#.*)?)$"""
-)
+# ``image:`` (optionally a list item, optionally a quoted key) up to the value; every
+# quantifier is possessive: what it gives back could never let the rest match.
+_IMAGE_LEAD = re.compile(r"""\s*+(?:-\s++)?["']?image["']?\s*+:\s*+""")
+_QUOTES = frozenset("\"'")
+_VALUE_END = re.compile(r"""["'#]""")
+# A default stops at ``$`` and ``}``: each attempt scans up to the next ``${`` at most.
 _DEFAULT_VAR = re.compile(
-    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:=|=|:-)(?P<default>[^}]*)\}"
+    r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:=|=|:-)(?P<default>[^}$]*+)\}"
 )
-_ANY_VAR = re.compile(r"\$\{[^}]*\}")
+_ANY_VAR = re.compile(r"\$\{[^}$]*+\}")
 
 Lookup = Callable[[str], str | None]  # normalised source reference -> replacement
 
@@ -52,20 +58,57 @@ def _rewrite_value(value: str, lookup: Lookup) -> str | None:
     return lookup(normalised) if normalised else None
 
 
+def split_image_line(body: str) -> tuple[str, str, str, str] | None:
+    """``(lead, quote, value, trail)`` of an ``image: VALUE`` line (without its line
+    break), or None: the value is one scalar without quotes or ``#`` inside, optionally
+    quoted, followed only by spaces and a comment."""
+    lead = _IMAGE_LEAD.match(body)
+    if lead is None:
+        return None
+    start = lead.end()
+    rest = body[start:]
+    if not rest:
+        return None
+    quote = rest[0] if rest[0] in _QUOTES else ""
+    offset = len(quote)
+    end = _VALUE_END.search(rest, offset)
+    stop = end.start() if end else len(rest)
+    if quote:
+        if end is None or rest[stop] != quote:
+            return None
+        value, trail = rest[offset:stop], rest[stop + 1 :]
+    else:
+        if end is not None and rest[stop] in _QUOTES:
+            return None
+        value = rest[:stop].rstrip()
+        trail = rest[len(value) :]
+    if not value or value[0].isspace() or not _is_trail(trail):
+        return None
+    return body[:start], quote, value, trail
+
+
+def _is_trail(trail: str) -> bool:
+    """Only spaces, then optionally a comment."""
+    rest = trail.lstrip()
+    return not rest or rest[0] == "#"
+
+
 def rewrite_images(text: str, lookup: Lookup) -> tuple[str, list[tuple[str, str]]]:
     """Rewrite ``text``; also return the (old, new) pairs that were replaced."""
     changes: list[tuple[str, str]] = []
     lines = text.splitlines(keepends=True)
     for number, line in enumerate(lines):
-        body = line.rstrip("\r\n")
-        match = _IMAGE_LINE.match(body)
-        if not match:
+        if "image" not in line:  # most lines: no need to look closer
             continue
-        new = _rewrite_value(match.group("value"), lookup)
-        if new is None or new == match.group("value"):
+        body = line.rstrip("\r\n")
+        parts = split_image_line(body)
+        if parts is None:
+            continue
+        lead, quote, value, trail = parts
+        new = _rewrite_value(value, lookup)
+        if new is None or new == value:
             continue
         ending = line[len(body) :]
-        quote = match.group("quote")
-        lines[number] = f"{match.group('lead')}{quote}{new}{quote}{match.group('trail')}{ending}"
-        changes.append((match.group("value"), new))
+        lines[number] = f"{lead}{quote}{new}{quote}{trail}{ending}"
+        changes.append((value, new))
     return "".join(lines), changes

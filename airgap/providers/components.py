@@ -7,6 +7,11 @@ side with ImagePullBackOff. Images are read from the parsed YAML (so comments an
 strings elsewhere never count as images) and resolved through clusterctl variable
 defaults, because an image such as ``${IMG:=registry.k8s.io/capi:v1.9.4}`` is what the
 cluster will pull when nobody sets IMG.
+
+A components file is parsed once per command (``parse_components``), with libyaml and
+bounded (``airgap.yamlload``), one document at a time; what the outputs need from the
+documents (images, containers, the Namespace) is taken in that one pass and the
+documents are dropped, so a 1.2 MB core-components never sits in memory as objects.
 """
 
 from __future__ import annotations
@@ -14,21 +19,96 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-import yaml
-
 from airgap.errors import InputError
+from airgap.limits import MAX_COMPONENTS_BYTES, describe_size
 from airgap.reference import parse_reference
+from airgap.yamlload import iter_documents
+from airgap.yamlsafe import utf8_length
 
 # ``${NAME}``, ``${NAME:=default}``, ``${NAME=default}``, ``${NAME:-default}`` (and the
-# envsubst sibling ``${NAME-default}``), as clusterctl's envsubst understands them.
-VARIABLE_RE = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(:=|:-|=|-)([^}]*))?\}")
+# envsubst sibling ``${NAME-default}``), as clusterctl's envsubst understands them. A
+# default may hold whole ``${INNER}`` references but never an unclosed ``${``: every
+# attempt then stops at the second ``${`` it meets, which keeps scans linear (an
+# unclosed ``${A:=`` repeated through a long line would otherwise rescan the rest of
+# the line from each occurrence: quadratic).
+_DEFAULT = r"(?:[^}$]++|\$(?!\{)|\$\{[^{}$]*+\})*+"  # possessive: never backtracks
+VARIABLE_RE = re.compile(rf"\$\{{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:(:=|:-|=|-)({_DEFAULT}))?\}}")
 
 _TEMPLATE_KINDS = frozenset(
     {"Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "ReplicationController", "Job"}
 )
 _CONTAINER_KEYS = ("containers", "initContainers", "ephemeralContainers")
+
+
+@dataclass(frozen=True)
+class ContainerImage:
+    """One container of a workload document and the image it runs."""
+
+    kind: str  # of the workload: Deployment, DaemonSet, Job, ...
+    name: str | None  # the workload's metadata.name
+    key: str  # containers, initContainers or ephemeralContainers
+    container: str  # the container's name, or "containers[0]" without one
+    raw: str  # as written, variables included
+    image: str  # normalised, variable defaults applied
+
+    @property
+    def where(self) -> str:
+        return f"{_owner(self.kind, self.name)} container {self.container}"
+
+
+@dataclass(frozen=True)
+class Components:
+    """A components file, parsed once: its text and what the outputs need of it."""
+
+    source: str  # file or URL, for messages
+    text: str
+    containers: tuple[ContainerImage, ...]
+    namespaces: tuple[object, ...]  # metadata.name of every Namespace document
+
+    @property
+    def images(self) -> list[str]:
+        """Every image the containers run, normalised, in order of first appearance."""
+        return list(dict.fromkeys(container.image for container in self.containers))
+
+    @property
+    def namespace(self) -> str | None:
+        """The name of the one Namespace the components create, if exactly one."""
+        names = self.namespaces
+        return names[0] if len(names) == 1 and isinstance(names[0], str) and names[0] else None
+
+    @cached_property
+    def variables(self) -> list[Variable]:
+        return find_variables(self.text)
+
+
+def parse_components(text: str, source: str) -> Components:
+    """Parse a components file once. ``source`` (a file or URL) only serves messages.
+
+    Raises InputError (one line naming ``source``) for a file above
+    MAX_COMPONENTS_BYTES, malformed or unbounded YAML (with line and column), an image
+    that needs a variable without a default (naming document and variable) and an
+    invalid image reference.
+    """
+    if utf8_length(text, MAX_COMPONENTS_BYTES) > MAX_COMPONENTS_BYTES:
+        raise InputError(
+            f"{source}: components larger than the {describe_size(MAX_COMPONENTS_BYTES)} limit"
+        )
+    containers: list[ContainerImage] = []
+    namespaces: list[object] = []
+    for document in iter_documents(text, source):
+        if not isinstance(document, dict):
+            continue
+        if document.get("kind") == "Namespace":
+            metadata = document.get("metadata")
+            namespaces.append(metadata.get("name") if isinstance(metadata, dict) else None)
+        for kind, name, key, label, raw in _document_images(document):
+            where = f"{_owner(kind, name)} container {label}"
+            image = _resolve_image(raw, source, where)
+            containers.append(ContainerImage(kind, name, key, label, str(raw), image))
+    return Components(source, text, tuple(containers), tuple(namespaces))
 
 
 @dataclass(frozen=True)
@@ -63,38 +143,19 @@ def find_variables(text: str) -> list[Variable]:
 
 
 def find_images(text: str, source: str) -> list[str]:
-    """Every container image the components run, normalised, in order of first appearance.
-
-    ``source`` (a file or URL) only serves error messages. Raises InputError for
-    malformed YAML (with the line), for an image that needs a variable without a
-    default (naming document and variable) and for an invalid image reference.
-    """
-    images: list[str] = []
-    seen: set[str] = set()
-    for document in _load_documents(text, source):
-        for where, raw in _document_images(document):
-            image = _resolve_image(raw, source, where)
-            if image not in seen:
-                seen.add(image)
-                images.append(image)
-    return images
+    """Every container image the components run, normalised, in order of first appearance
+    (``parse_components(text, source).images``; the same errors)."""
+    return parse_components(text, source).images
 
 
-def _load_documents(text: str, source: str) -> list[Any]:
-    try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        if mark is None:
-            raise InputError(f"{source}: malformed YAML: {problem}") from None
-        raise InputError(
-            f"{source}:{mark.line + 1}:{mark.column + 1}: malformed YAML: {problem}"
-        ) from None
+def _owner(kind: str, name: str | None) -> str:
+    return f"{kind} {name or '<unnamed>'}"
 
 
-def _document_images(document: Any) -> Iterator[tuple[str, Any]]:
-    """Yield ``(description, raw image)`` for every container of a workload document."""
+def _document_images(document: Any) -> Iterator[tuple[str, str | None, str, str, Any]]:
+    """``(kind, name, key, container label, raw image)`` for every container of a workload
+    document; a List's items are workloads too (a List is not nested in a List by any
+    real tool, and the parser's depth bound keeps it finite)."""
     if not isinstance(document, dict):
         return
     kind = document.get("kind")
@@ -107,7 +168,7 @@ def _document_images(document: Any) -> Iterator[tuple[str, Any]]:
         return
     metadata = document.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
-    owner = f"{kind} {name or '<unnamed>'}"
+    name = str(name) if name is not None else None
     # dicts keep YAML key order, so this follows the text: "first appearance".
     for key, containers in pod_spec.items():
         if key not in _CONTAINER_KEYS or not isinstance(containers, list):
@@ -115,8 +176,10 @@ def _document_images(document: Any) -> Iterator[tuple[str, Any]]:
         for index, container in enumerate(containers):
             if not isinstance(container, dict):
                 continue
-            label = container.get("name") or f"{key}[{index}]"
-            yield f"{owner} container {label}", container.get("image")
+            label = container.get("name")
+            if not isinstance(label, str) or not label:
+                label = f"{key}[{index}]"
+            yield str(kind), name, key, label, container.get("image")
 
 
 def _pod_spec(document: dict[Any, Any]) -> dict[Any, Any] | None:

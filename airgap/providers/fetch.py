@@ -14,12 +14,12 @@ from pathlib import Path
 
 import httpx
 
-from airgap.collect.spec import ProviderSpec
+from airgap import phases
 from airgap.errors import AirgapError, InputError
-from airgap.providers.components import find_images
+from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
-from airgap.providers.types import ProviderType
+from airgap.providers.types import ProviderSpec, ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 
 PROVIDERS_DIR = "providers"
@@ -60,23 +60,26 @@ def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) ->
     directory = (dest_root / PROVIDERS_DIR / label / version).absolute()
     metadata_path = directory / METADATA_FILE
     components_path = directory / components_file
-    source.fetch(version, METADATA_FILE, metadata_path)
-    source.fetch(version, components_file, components_path)
+    with phases.timed("providers/fetch"):
+        source.fetch(version, METADATA_FILE, metadata_path)
+        source.fetch(version, components_file, components_path)
 
-    metadata_origin = f"{METADATA_FILE} of {who} {version} from {source.url}"
-    metadata = parse_metadata(_read(metadata_path), metadata_origin)
-    try:
-        contract = metadata.contract_for(version)
-    except InputError as exc:
-        raise InputError(f"{who}: version {version} from {source.url}: {exc}") from None
-    if contract is None:
-        raise AirgapError(
-            f"{who} {version}: {METADATA_FILE} from {source.url} declares no contract for "
-            f"release series {_series(version)} (it lists {metadata.describe_series()})"
+    with phases.timed("providers/parse"):
+        metadata_origin = f"{METADATA_FILE} of {who} {version} from {source.url}"
+        metadata = parse_metadata(_read(metadata_path), metadata_origin)
+        try:
+            contract = metadata.contract_for(version)
+        except InputError as exc:
+            raise InputError(f"{who}: version {version} from {source.url}: {exc}") from None
+        if contract is None:
+            raise AirgapError(
+                f"{who} {version}: {METADATA_FILE} from {source.url} declares no contract "
+                f"for release series {_series(version)} (it lists "
+                f"{metadata.describe_series()})"
+            )
+        components = parse_components(
+            _read(components_path), f"{components_file} of {who} {version} from {source.url}"
         )
-    images = find_images(
-        _read(components_path), f"{components_file} of {who} {version} from {source.url}"
-    )
     return FetchedProvider(
         name=spec.name,
         type=spec.type,
@@ -86,7 +89,7 @@ def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) ->
         source=source.url,
         metadata_path=metadata_path,
         components_path=components_path,
-        images=images,
+        images=components.images,
     )
 
 

@@ -1,0 +1,77 @@
+"""Opt-in wall-clock time per named phase, for the benchmark (``AIRGAP_PHASE_TIMES``).
+
+With ``AIRGAP_PHASE_TIMES=PATH`` in the environment, every ``with timed("name"):``
+adds its wall-clock seconds to ``name`` and the totals are written to PATH as a JSON
+object when the process exits. Without it, ``timed`` returns one shared object whose
+``__enter__`` and ``__exit__`` do nothing: a handful of calls per command, no cost.
+
+Names are ``area/step``; ``providers/…`` is provider handling (fetch, parse and image
+discovery in collect; rewrite, outputs and writing them in import and configmaps),
+which the benchmark reports as a line of its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+ENV = "AIRGAP_PHASE_TIMES"
+
+
+class _Off:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _Timer:
+    def __init__(self, totals: dict[str, float], name: str) -> None:
+        self._totals = totals
+        self._name = name
+        self._started = 0.0
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        elapsed = time.perf_counter() - self._started
+        self._totals[self._name] = self._totals.get(self._name, 0.0) + elapsed
+
+
+_OFF = _Off()
+_path = os.environ.get(ENV)
+_totals: dict[str, float] | None = {} if _path else None
+
+
+def timed(name: str) -> _Off | _Timer:
+    """A context manager adding its duration to phase ``name`` (nothing when off)."""
+    if _totals is None:
+        return _OFF
+    return _Timer(_totals, name)
+
+
+def _write() -> None:
+    if _path is None or _totals is None:
+        return
+    target = Path(_path)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(json.dumps({k: round(v, 6) for k, v in _totals.items()}))
+        temp.replace(target)
+    except OSError:
+        temp.unlink(missing_ok=True)  # a measurement aid: never fail the command
+
+
+if _totals is not None:
+    atexit.register(_write)
