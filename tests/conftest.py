@@ -7,6 +7,7 @@ every process and thread started here is stopped at teardown, also when tests fa
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,8 +55,19 @@ def stop_registry(registry: RegistryServer) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _skopeo_sandbox(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Isolate skopeo from the host's auth files, registries.conf and policy."""
+    """Isolate skopeo from the host's auth files, registries.conf and policy, and keep
+    airgap's cache (the blob index) out of the user's home."""
     skopeo.configure(tmp_path_factory.mktemp("skopeo"))
+    os.environ["AIRGAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("airgap-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _airgap_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh cache per test: blob-index hints from another test's registry (a port
+    may be reused) would add mount attempts to tests that count requests."""
+    monkeypatch.setenv("AIRGAP_CACHE_DIR", str(tmp_path_factory.mktemp("airgap-cache")))
 
 
 @pytest.fixture(scope="session")

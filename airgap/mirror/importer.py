@@ -9,7 +9,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, provider_outputs
-from airgap.errors import InputError
+from airgap.inputfile import read_small
+from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import Pusher, PushStats, load_tree
@@ -157,8 +158,19 @@ def run_import(
         files = operator_outputs()
     with options.pool() as pool:
         registry = pool.registry(options.target.host)
-        pusher = Pusher(registry, bundle, concurrency=options.concurrency, progress=progress)
-        stats = pusher.push(trees)
+        index = BlobIndex.load(options.target.host)  # where earlier imports left blobs
+        pusher = Pusher(
+            registry,
+            bundle,
+            concurrency=options.concurrency,
+            progress=progress,
+            blob_index=index,
+        )
+        try:
+            stats = pusher.push(trees)
+        finally:
+            if index is not None:
+                index.save()
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
@@ -179,16 +191,7 @@ def run_import(
 
 def read_ca(ca_file: str | None) -> bytes | None:
     """The ``--ca-file`` bytes, copied next to the node configs that need them."""
-    if ca_file is None:
-        return None
-    try:
-        with Path(ca_file).open("rb") as handle:
-            data = handle.read(MAX_CA_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"--ca-file {ca_file}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_CA_BYTES:
-        raise InputError(f"--ca-file {ca_file}: larger than {MAX_CA_BYTES} bytes")
-    return data
+    return None if ca_file is None else read_small(Path(ca_file), MAX_CA_BYTES, "--ca-file")
 
 
 def run_configmaps(

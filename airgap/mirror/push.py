@@ -13,12 +13,16 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from airgap.bundle.format import blob_member
+from airgap.errors import AirgapError
+from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.mapping import Mapping
 from airgap.oci import Descriptor, Manifest
 from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress, Task
 from airgap.registry.client import Registry
 from airgap.verify.bundle import VerifiedBundle
+
+MAX_INDEX_MOUNTS = 2  # remembered repositories to try per blob before uploading it
 
 
 @dataclass
@@ -89,8 +93,10 @@ class Pusher:
         *,
         concurrency: int = 8,
         progress: Progress = QUIET,
+        blob_index: BlobIndex | None = None,
     ) -> None:
         self._registry = registry
+        self._index = blob_index
         self._bundle = bundle
         self._concurrency = concurrency
         self._progress = progress
@@ -132,6 +138,10 @@ class Pusher:
         skipped = {blob.digest for tree in complete for blob in tree.blobs} - pending
         manifests = sum(len(tree.manifests) for tree in complete)
         self.stats.add(blobs_skipped=len(skipped), manifests_skipped=manifests)
+        if self._index is not None:  # a complete image's repository holds all its blobs
+            for tree in complete:
+                for blob in tree.blobs:
+                    self._index.learn(blob.digest, tree.mapping.target.repository)
 
     def _push_blob(self, digest: str, size: int, repositories: list[str], task: Task) -> None:
         holder: str | None = None
@@ -140,7 +150,7 @@ class Pusher:
         for repository in repositories:
             if self._registry.blob_size(repository, digest, what=what) is not None:
                 self.stats.add(blobs_skipped=1)
-            elif holder and self._registry.mount_blob(repository, digest, holder, what=what):
+            elif self._mount(repository, digest, holder, what):
                 self.stats.add(blobs_mounted=1)
             else:
                 self._registry.upload_blob(
@@ -148,7 +158,29 @@ class Pusher:
                 )
                 self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
             holder = holder or repository
+            if self._index is not None:
+                self._index.learn(digest, repository)
         self._progress.advance(task, size)
+
+    def _mount(self, repository: str, digest: str, holder: str | None, what: str) -> bool:
+        """Link the blob instead of uploading it: from the repository this import just put
+        it in, else from one an earlier import left it in (the blob index)."""
+        if holder:
+            return self._registry.mount_blob(repository, digest, holder, what=what)
+        return self._mount_known(repository, digest, what)
+
+    def _mount_known(self, repository: str, digest: str, what: str) -> bool:
+        """Only a hint: a mount the registry refuses, for whatever reason, costs an upload."""
+        if self._index is None:
+            return False
+        for source in self._index.holders(digest, exclude=repository)[:MAX_INDEX_MOUNTS]:
+            try:
+                if self._registry.mount_blob(repository, digest, source, what=what):
+                    return True
+            except AirgapError:
+                pass  # e.g. no pull access to that repository any more
+            self._index.forget(digest, source)
+        return False
 
     def _push_manifests(self, tree: ImageTree) -> None:
         target = tree.mapping.target
