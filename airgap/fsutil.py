@@ -1,13 +1,19 @@
-"""Atomic file writing: outputs appear whole at their final path or not at all."""
+"""Atomic file writing: outputs appear whole at their final path or not at all, and a
+tree of outputs stays inside its directory (``write_tree``)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
+
+from airgap.errors import AirgapError, InputError
 
 
 class SecretBytes(bytes):
@@ -44,3 +50,152 @@ def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     with atomic_writer(path, mode) as handle:
         handle.write(data)
+
+
+# -- writing a tree of outputs under one directory ------------------------------------------
+
+
+class UnsafeOutputPath(AirgapError):
+    """A relative output path is not a plain path below the output directory."""
+
+
+class OutputSymlink(InputError):
+    """The output directory holds a symbolic link where airgap would write through it."""
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_SEGMENT_BYTES = 255
+
+
+def output_parts(relative: str) -> list[str]:
+    """The segments of an output path, refusing anything that is not a plain relative
+    path: absolute, empty, ``.`` or ``..`` segments, NUL, backslashes, huge names.
+
+    Output paths are built from names a bundle carries (labels, versions, provider and
+    file names); verify refuses bad ones, and this is the last line of defence."""
+    parts = relative.split("/")
+    shown = repr(relative[:200])
+    if not relative or relative.startswith("/"):
+        raise UnsafeOutputPath(f"refusing to write {shown}: not a relative path")
+    for part in parts:
+        if part in ("", ".", "..") or "\0" in part or "\\" in part:
+            raise UnsafeOutputPath(f"refusing to write {shown}: it would leave its directory")
+        if len(part.encode("utf-8", "surrogateescape")) > _MAX_SEGMENT_BYTES:
+            raise UnsafeOutputPath(f"refusing to write {shown}: a name is too long")
+    return parts
+
+
+def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (relative path -> bytes) below ``root``, all or nothing.
+
+    Every file is first written to a temporary name in its final directory, then all
+    are renamed into place, so a failure leaves no half-written output. Directories are
+    created and entered one segment at a time through directory descriptors opened with
+    ``O_NOFOLLOW``: a symbolic link anywhere below ``root`` (``out/operator ->
+    /elsewhere``) is refused, never written through, and no path can leave ``root``.
+    ``root`` itself is the user's choice and may be a link. ``SecretBytes`` are written
+    mode 0600, everything else 0644, whatever the umask."""
+    plans = [(relative, output_parts(relative), data) for relative, data in files.items()]
+    root.mkdir(parents=True, exist_ok=True)
+    with _DirectoryTree(root) as tree:
+        for _, parts, _ in plans:  # refuse a link before creating or writing anything
+            tree.check(parts[:-1])
+        staged: list[tuple[int, str, str]] = []  # directory fd, temporary name, final name
+        renamed = 0
+        try:
+            for relative, parts, data in plans:
+                directory = tree.open(parts[:-1])
+                temporary = f".{parts[-1][:200]}.{secrets.token_hex(6)}.tmp"
+                staged.append((directory, temporary, parts[-1]))
+                _write_new(directory, temporary, data, file_mode(data), root / relative)
+            for directory, temporary, final in staged:
+                # a rename replaces a link at the final name itself, never its target
+                os.rename(temporary, final, src_dir_fd=directory, dst_dir_fd=directory)
+                renamed += 1
+        finally:
+            for directory, temporary, _ in staged[renamed:]:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=directory)
+
+
+def _write_new(directory: int, name: str, data: bytes, mode: int, shown: Path) -> None:
+    try:
+        fd = os.open(name, _NEW_FILE_FLAGS, 0o600, dir_fd=directory)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            os.fchmod(handle.fileno(), mode)
+    except OSError as exc:
+        raise AirgapError(f"{shown}: cannot write ({exc.strerror or exc})") from None
+
+
+class _DirectoryTree:
+    """Directory descriptors below one root, opened (and created) segment by segment
+    without following symbolic links; closed together."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        try:
+            opened = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self._fds: dict[tuple[str, ...], int] = {(): opened}
+        except OSError as exc:
+            raise AirgapError(f"{root}: cannot open ({exc.strerror or exc})") from None
+
+    def __enter__(self) -> _DirectoryTree:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def check(self, parts: list[str]) -> None:
+        """Refuse a link or a file among the existing directories of ``parts``."""
+        for end in range(1, len(parts) + 1):
+            try:
+                self.open(parts[:end], create=False)
+            except FileNotFoundError:
+                return  # the rest is created by ``open``
+
+    def open(self, parts: list[str], *, create: bool = True) -> int:
+        """The descriptor of ``root/parts...``, creating missing directories (unless
+        ``create`` is false: then a missing one raises FileNotFoundError)."""
+        key = tuple(parts)
+        found = self._fds.get(key)
+        if found is not None:
+            return found
+        parent = self.open(parts[:-1], create=create)
+        path = self._root.joinpath(*parts)
+        if create:
+            try:
+                os.mkdir(parts[-1], 0o755, dir_fd=parent)
+            except FileExistsError:
+                pass  # a directory, or a link or file the open below refuses
+            except OSError as exc:
+                raise AirgapError(f"{path}: cannot create ({exc.strerror or exc})") from None
+        try:
+            fd = os.open(parts[-1], _DIRECTORY_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if create:
+                raise AirgapError(f"{path}: vanished while being created") from None
+            raise
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK) or _is_link(parts[-1], parent):
+                raise OutputSymlink(
+                    f"{path} is a symbolic link: airgap never writes through links inside "
+                    "its output directory (remove it, or choose another --output-dir)"
+                ) from None
+            if exc.errno == errno.ENOTDIR:
+                raise AirgapError(f"{path} exists and is not a directory") from None
+            raise AirgapError(f"{path}: cannot open ({exc.strerror or exc})") from None
+        self._fds[key] = fd
+        return fd
+
+
+def _is_link(name: str, directory: int) -> bool:
+    """Whether ``name`` in ``directory`` is a symbolic link (Linux answers ENOTDIR, not
+    ELOOP, to ``O_DIRECTORY | O_NOFOLLOW`` on one)."""
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -13,8 +13,9 @@ from typing import Any
 
 from airgap import jsonsafe
 from airgap.errors import AirgapError
-from airgap.jsonsafe import Fields
+from airgap.jsonsafe import Fields, JSONShapeError
 from airgap.limits import MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES
+from airgap.names import digest_problem
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -128,9 +129,13 @@ def _load(data: bytes) -> dict[str, Any]:
 def _descriptor(entry: Fields) -> Descriptor:
     """A descriptor with every field of its OCI type; a wrong one names its path
     (``manifest.layers[2].size: expected a non-negative integer, got ...``)."""
+    digest = entry.text("digest")
+    problem = digest_problem(digest)
+    if problem:  # it becomes a URL path and a bundle member name: never a path of our own
+        raise JSONShapeError(f"{entry.path('digest')}: {problem}")
     return Descriptor(
         media_type=entry.optional_text("mediaType") or "",
-        digest=entry.text("digest"),
+        digest=digest,
         size=entry.integer("size"),
         platform=format_platform(entry.raw("platform")),
         annotations=entry.text_map("annotations"),

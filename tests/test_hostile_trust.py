@@ -10,17 +10,23 @@ written outside the output directory, no credential anywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
+from airgap import fsutil
+from airgap.bundle.format import BundleManifest
 from airgap.errors import AirgapError, DigestMismatchError
+from airgap.fsutil import OutputSymlink, SecretBytes, UnsafeOutputPath
 from airgap.oci import Manifest
 from airgap.registry.client import Registry
 from tests.harness import tamper
@@ -309,3 +315,248 @@ def test_a_chunked_upload_whose_bytes_do_not_hash_to_the_digest_is_never_committ
     methods = [r.method for r in proxy.requests if "/blobs/uploads/" in r.path]
     assert methods == ["POST", "PATCH", "PATCH", "PATCH", "DELETE"]
     assert httpx.head(f"{server.url}/v2/hostile/chunked/blobs/{digest}").status_code == 404
+
+
+# -- family 2: names from the outside are paths ------------------------------------------------
+
+TRAVERSAL_DIGEST = "sha256:../../../../x"
+
+
+class _EvilRegistry:
+    """Just enough of the distribution API on loopback (plain HTTP) to serve one image
+    whose manifest names a layer by ``layer_digest``; it records every request path."""
+
+    def __init__(self, layer_digest: str) -> None:
+        config = b'{"architecture":"amd64","os":"linux","rootfs":{"type":"layers"}}'
+        self.manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {
+                    "mediaType": "application/vnd.oci.image.config.v1+json",
+                    "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
+                    "size": len(config),
+                },
+                "layers": [
+                    {
+                        "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                        "digest": layer_digest,
+                        "size": 1,
+                    }
+                ],
+            }
+        ).encode()
+        self.blobs = {"sha256:" + hashlib.sha256(config).hexdigest(): config}
+        self.paths: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self.do_GET(body=False)
+
+            def do_GET(self, body: bool = True) -> None:
+                owner.paths.append(self.path)
+                data, kind = b"{}", "application/json"
+                if "/manifests/" in self.path:
+                    data, kind = owner.manifest, "application/vnd.oci.image.manifest.v1+json"
+                elif "/blobs/" in self.path:
+                    digest = self.path.rsplit("/", 1)[1]
+                    if digest not in owner.blobs:
+                        self.send_response(404)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    data, kind = owner.blobs[digest], "application/octet-stream"
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "digest",
+    [
+        TRAVERSAL_DIGEST,
+        "sha256:" + "A" * 64,  # upper case
+        "sha256:" + "a" * 63,  # short
+        "sha256:" + "a" * 64 + "/../x",
+        "md5:" + "a" * 32,
+    ],
+    ids=["traversal", "uppercase", "short", "suffix", "algorithm"],
+)
+def test_collect_refuses_a_registry_digest_that_is_not_a_digest(
+    digest: str, signing_key, tmp_path: Path
+) -> None:
+    registry = _EvilRegistry(digest)
+    try:
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(
+            f"images: [{registry.host}/evil/app:v1]\n"
+            f"registries:\n  '{registry.host}': {{plainHTTP: true}}\n"
+        )
+        out = tmp_path / "out"
+        out.mkdir()
+        before = snapshot(tmp_path)
+        result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", out / "b.tar")
+    finally:
+        registry.stop()
+    line = hostile_outcome(result, registry.host, "digest")
+    assert result.returncode == 1, line
+    assert snapshot(tmp_path) == before  # no bundle, no staging left, nothing beside
+    assert not any(".." in path or "/x" in path for path in registry.paths)
+
+
+def resigned(capi_bundle: CollectedBundle, tmp_path: Path, edit) -> Path:
+    """The CAPI bundle with its manifest edited by ``edit`` and re-signed with the key
+    the importer trusts: what a compromised collect (or stolen key) could produce."""
+    return tamper.resign(
+        capi_bundle.path, tmp_path / "resigned.tar", capi_bundle.key.private, edit=edit
+    )
+
+
+def _provider_edit(index: int = 1, **changes: object):
+    def edit(manifest: BundleManifest) -> BundleManifest:
+        providers = list(manifest.providers)
+        providers[index] = dataclasses.replace(providers[index], **changes)
+        return dataclasses.replace(manifest, providers=providers)
+
+    return edit
+
+
+def _image_edit(**changes: object):
+    def edit(manifest: BundleManifest) -> BundleManifest:
+        images = list(manifest.images)
+        images[0] = dataclasses.replace(images[0], **changes)
+        return dataclasses.replace(manifest, images=images)
+
+    return edit
+
+
+HOSTILE_NAMES = {
+    "name": _provider_edit(name="x/../../TRAVERSAL"),
+    "name-nul": _provider_edit(name="x\0y"),
+    "name-long": _provider_edit(name="a" * 64),
+    "version": _provider_edit(version="../../../v1"),
+    "label": _provider_edit(label="../../TRAVERSAL"),
+    "type": _provider_edit(type="../Provider"),
+    "components": _provider_edit(components="providers/../../TRAVERSAL.yaml"),
+    "image-digest": _image_edit(digest=TRAVERSAL_DIGEST),
+    "image-reference": _image_edit(reference="127.0.0.1:5000/../../x:v1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_NAMES))
+def test_a_signed_bundle_naming_a_path_is_refused_and_nothing_leaves_the_output_dir(
+    case: str, capi_bundle: CollectedBundle, tmp_path: Path
+) -> None:
+    bundle = resigned(capi_bundle, tmp_path, HOSTILE_NAMES[case])
+    workspace = tmp_path / "work"
+    out = workspace / "deep" / "out"
+    out.mkdir(parents=True)
+    before = snapshot(tmp_path)
+    key = capi_bundle.key.public
+    verify = run_airgap("verify", bundle, "--key", key)
+    assert verify.returncode == 1 and "Bundle verified" not in verify.stdout, verify.stdout
+    for command in ("configmaps", "import"):
+        result = run_airgap(
+            command,
+            bundle,
+            "--key",
+            key,
+            "--registry",
+            f"127.0.0.1:9/{PREFIX}",
+            "--output-dir",
+            out,
+        )
+        hostile_outcome(result, "failed verification")
+    assert snapshot(tmp_path) == before
+    assert not list(tmp_path.parent.glob("TRAVERSAL*"))
+
+
+@pytest.mark.parametrize("link", ["operator", "clusterctl/cluster-api"])
+def test_a_symlinked_directory_in_the_output_dir_is_never_written_through(
+    link: str, capi_bundle: CollectedBundle, tmp_path: Path
+) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / link).parent.mkdir(parents=True)
+    (out / link).symlink_to(elsewhere, target_is_directory=True)
+    before = snapshot(tmp_path)
+    result = run_airgap(
+        "configmaps",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        f"127.0.0.1:9/{PREFIX}",
+        "--output-dir",
+        out,
+    )
+    line = hostile_outcome(result, str(out / link), "symbolic link")
+    assert result.returncode == 2, line
+    assert snapshot(tmp_path) == before  # refused before anything was written
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_import_refuses_a_symlink_in_its_output_dir(
+    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out.mkdir()
+    (out / "components").symlink_to(elsewhere, target_is_directory=True)
+    registry = registry_factory("plain")
+    result = import_cli(capi_bundle.path, capi_bundle.key.public, registry, "--output-dir", out)
+    hostile_outcome(result, str(out / "components"), "symbolic link")
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == ["components"]
+
+
+def test_the_output_writer_stays_in_its_directory(tmp_path: Path) -> None:
+    """The last line of defence, whatever reaches it: no path leaves the root, a link at
+    a file's name is replaced (its target untouched), the root itself may be a link, a
+    failure leaves nothing behind, and secrets are 0600 whatever the umask."""
+    root = tmp_path / "root"
+    for bad in ("../x", "a/../../x", "/abs", "a//b", "a/./b", "a\0b", "", "a/" + "n" * 256):
+        with pytest.raises(UnsafeOutputPath):
+            fsutil.write_tree(root, {"ok.txt": b"ok", bad: b"escape"})
+    assert not root.exists() or not any(root.rglob("*"))
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    root.mkdir(exist_ok=True)
+    (root / "mapping.txt").symlink_to(victim)
+    real_root = tmp_path / "real"
+    real_root.mkdir()
+    (tmp_path / "link-to-root").symlink_to(real_root, target_is_directory=True)
+    old_umask = os.umask(0)
+    try:
+        fsutil.write_tree(root, {"mapping.txt": b"new", "s/secret.yaml": SecretBytes(b"pw")})
+        fsutil.write_tree(tmp_path / "link-to-root", {"a/b.txt": b"b"})
+    finally:
+        os.umask(old_umask)
+    assert victim.read_bytes() == b"precious"
+    assert not (root / "mapping.txt").is_symlink()
+    assert (root / "mapping.txt").read_bytes() == b"new"
+    assert (root / "s/secret.yaml").stat().st_mode & 0o777 == 0o600
+    assert (root / "mapping.txt").stat().st_mode & 0o777 == 0o644
+    assert (real_root / "a/b.txt").read_bytes() == b"b"
+
+    (root / "t").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(OutputSymlink):
+        fsutil.write_tree(root, {"fresh.txt": b"x", "t/escape.txt": b"x"})
+    assert not (root / "fresh.txt").exists() and not (tmp_path / "escape.txt").exists()
+    assert not [p for p in root.rglob(".*.tmp")]

@@ -20,6 +20,7 @@ from airgap import jsonsafe
 from airgap.errors import BundleError
 from airgap.jsonsafe import Fields, JSONShapeError
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES
+from airgap.names import digest_problem
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "airgap-bundle.json"
@@ -150,6 +151,10 @@ def _record(cls: type[_Record], item: Fields) -> _Record:
 
 
 def blob_member(digest: str) -> str:
-    """The tar member name of a blob in the bundle's OCI layout."""
+    """The tar member name of a blob in the bundle's OCI layout; only ever made from a
+    well-formed digest (``sha256:../../x`` would be a path)."""
+    problem = digest_problem(digest)
+    if problem:
+        raise BundleError(f"no bundle member for {problem}")
     algorithm, _, hexpart = digest.partition(":")
     return f"{IMAGES_DIR}/blobs/{algorithm}/{hexpart}"

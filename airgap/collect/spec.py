@@ -22,6 +22,7 @@ from airgap import yamlsafe
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_SPEC_BYTES
+from airgap.names import file_name_problem, provider_name_problem, version_problem
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 from airgap.reference import parse_reference
@@ -31,9 +32,6 @@ LATEST = "latest"
 _NULL_TAG = "tag:yaml.org,2002:null"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _STR_TAG = "tag:yaml.org,2002:str"
-_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PLATFORM_RE = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(?:/[a-z0-9]+)?$")
 _HOST_RE = re.compile(
     r"^(?:\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
@@ -133,19 +131,16 @@ class _SpecReader:
             where = f"providers[{index}]"
             keys = self.mapping(node, where, _PROVIDER_KEYS)
             name = self.required_string(node, keys, where, "name")
-            if not _NAME_RE.match(name):
-                raise self.error(
-                    keys["name"][1],
-                    f"{where}.name",
-                    f"invalid provider name {name!r} (lower-case letters, digits and '-')",
-                )
+            problem = provider_name_problem(name)  # the rule verify applies to bundles
+            if problem:
+                raise self.error(keys["name"][1], f"{where}.name", problem)
             type_text = self.required_string(node, keys, where, "type")
             try:
                 ptype = ProviderType.parse(type_text)
             except InputError as exc:
                 raise self.error(keys["type"][1], f"{where}.type", str(exc)) from None
             version = self.required_string(node, keys, where, "version")
-            if not _VERSION_RE.match(version):
+            if version_problem(version):
                 raise self.error(
                     keys["version"][1],
                     f"{where}.version",
@@ -349,7 +344,7 @@ def _check_url(text: str) -> str | None:
 
 
 def _check_filename(text: str) -> str | None:
-    if not _FILENAME_RE.match(text):
+    if file_name_problem(text):
         return f"invalid file name {text!r} (a release file name, no directories)"
     return None
 

@@ -7,16 +7,13 @@ exactly those an import produces: the digests in the target equal the bundle's.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Mapping as MappingType
 from dataclasses import dataclass
 from pathlib import Path
 
-from airgap import phases
+from airgap import fsutil, phases
 from airgap.bundle.format import BundleManifest, ProviderRecord
 from airgap.errors import AirgapError, InputError
-from airgap.fsutil import file_mode, write_atomic
 from airgap.mirror import nodeconfig
 from airgap.mirror.mapping import Mapping, Target
 from airgap.mirror.rewrite import rewrite_images
@@ -131,19 +128,8 @@ def json_bytes(document: object) -> bytes:
 
 
 def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
-    """Write every file atomically: staged beside ``output_dir``, then renamed in.
-
-    ``SecretBytes`` contents (Secrets with filled variables or registry credentials)
-    are written mode 0600, whatever the umask."""
-    output_dir = output_dir.absolute()
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
-    try:
-        for relative, data in files.items():
-            write_atomic(staging / relative, data, file_mode(data))
-        for relative in files:
-            final = output_dir / relative
-            final.parent.mkdir(parents=True, exist_ok=True)
-            (staging / relative).replace(final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    """Write every file below ``output_dir``, all or nothing, never through a symbolic
+    link and never outside it (``fsutil.write_tree``); ``SecretBytes`` contents
+    (Secrets with filled variables or registry credentials) mode 0600, whatever the
+    umask."""
+    fsutil.write_tree(output_dir.absolute(), files)

@@ -24,6 +24,7 @@ import httpx
 
 from airgap.errors import AirgapError, HTTPStatusError, InputError, NotFoundError
 from airgap.http import redact_url, send, status_error, stream_get, with_retries
+from airgap.names import file_name_problem, version_problem
 from airgap.providers.semver import highest
 
 LATEST = "latest"
@@ -32,8 +33,6 @@ GITHUB_API_VERSION = "2022-11-28"
 # A guard against a server whose "next" links never end; 1000 pages of 100 releases.
 MAX_RELEASE_PAGES = 1000
 
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _GITHUB_PATH_RE = re.compile(r"^/(?P<owner>[^/]+)/(?P<repo>[^/]+)/releases(?:/(?P<rest>.*))?$")
 _YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -91,14 +90,14 @@ def source_for(
 
 def check_version(version: str, where: str) -> str:
     """A version becomes a directory name and a URL segment: refuse anything path-like."""
-    if not _VERSION_RE.match(version) or version in (".", ".."):
+    if version_problem(version):
         raise InputError(f"{where}: invalid version {version!r}")
     return version
 
 
 def check_filename(filename: str, where: str) -> str:
     """Release file names are single path segments; refuse separators and dot-dirs."""
-    if not _FILENAME_RE.match(filename):
+    if file_name_problem(filename):
         raise InputError(f"{where}: invalid release file name {filename!r}")
     return filename
 
@@ -301,7 +300,7 @@ class HTTPDirectorySource(_Located):
         parent_head, _, parent = head.rpartition("/")
         if (
             last.endswith(_YAML_SUFFIXES)
-            and _VERSION_RE.match(parent)
+            and not version_problem(unquote(parent))
             and urlsplit(parent_head).path not in ("", "/")
         ):
             base, self._pinned_version, self._pinned_file = parent_head, unquote(parent), last

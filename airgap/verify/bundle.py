@@ -27,6 +27,7 @@ from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.findings import Failure
+from airgap.verify.names import check_names
 from airgap.verify.scan import Member, ScanResult, scan
 
 READ_CHUNK = 1 << 20
@@ -139,6 +140,7 @@ def verify_bundle(
                 bundle.failures.append(Failure("member", name, _reason(exc, path)))
                 raise
 
+        bundle.failures.extend(check_names(result.manifest))
         bundle.failures.extend(check_layout(result.manifest, read, present))
         bundle.failures.extend(check_providers(result.manifest, read, present))
     return bundle
