@@ -14,9 +14,9 @@ import yaml
 
 from airgap.configmaps import objects
 from airgap.configmaps.objects import ProviderVersion
-from airgap.configmaps.overrides import image_overrides
+from airgap.configmaps.overrides import deployment_overrides
 from airgap.mirror.outputs import RewrittenProvider
-from airgap.providers.components import Variable, find_variables
+from airgap.providers.components import Variable, find_variables, parse_components
 from airgap.providers.types import ProviderType
 
 # libyaml's emitter writes a ConfigMap holding 1 MB of components in ~20 ms, PyYAML's
@@ -173,8 +173,8 @@ def operator_files(
         path = f"providers/{index:02d}-{version.key}.yaml"
         oci = (oci_references or {}).get(version.configmap_name)
         secret = secrets.get(version.key)
-        documents = objects.components_documents(version.components, version.configmap_name)
-        images = image_overrides(list(documents), lambda name: lookup(name) is not None)
+        parsed = version.parsed or parse_components(version.components, version.configmap_name)
+        images = deployment_overrides(parsed.deployments, lambda name: lookup(name) is not None)
         files[f"operator/{path}"] = dump(
             objects.provider_cr(version, secret=secret, oci=oci, overrides=images.spec())
         )

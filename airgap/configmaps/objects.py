@@ -14,14 +14,13 @@ import gzip
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import yaml
 
-from airgap.errors import AirgapError, InputError
+from airgap.errors import AirgapError
 from airgap.fsutil import SecretBytes
-from airgap.providers.components import Components, Variable
+from airgap.providers.components import Components, Variable, parse_components
 from airgap.providers.types import ProviderType
 
 OPERATOR_API = "operator.cluster.x-k8s.io/v1alpha2"
@@ -72,29 +71,10 @@ class ProviderVersion:
         return CORE_CR_NAME if self.type is ProviderType.CORE else self.name
 
 
-@lru_cache(maxsize=4)
-def _parse_all(components: str) -> tuple[Any, ...]:
-    return tuple(yaml.safe_load_all(components))
-
-
-def components_documents(components: str, source: str) -> tuple[Any, ...]:
-    """The parsed documents of a components file (cached: the namespace and the image
-    overrides both need them, and a real components file takes a while to parse).
-    Callers must not modify them."""
-    try:
-        return _parse_all(components)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{source}: components do not parse as YAML: {exc}") from exc
-
-
 def components_namespace(components: str, source: str) -> str | None:
-    """The name of the one Namespace object a components file creates, if any."""
-    names: list[object] = []
-    for document in components_documents(components, source):
-        if isinstance(document, dict) and document.get("kind") == "Namespace":
-            metadata = document.get("metadata")
-            names.append(metadata.get("name") if isinstance(metadata, dict) else None)
-    return names[0] if len(names) == 1 and isinstance(names[0], str) and names[0] else None
+    """The name of the one Namespace object a components file creates, if any (outputs
+    take it from the one parse, ``Components.namespace``; this parses ``components``)."""
+    return parse_components(components, source).namespace
 
 
 def default_namespace(ptype: ProviderType, name: str, found: str | None) -> str:

@@ -21,11 +21,11 @@ has a value: the user's value then rules, and a value never goes into a CR.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airgap.providers.components import VARIABLE_RE
+from airgap.providers.components import VARIABLE_RE, deployment_containers
 
 Containers = list[dict[str, str]]
 
@@ -57,16 +57,9 @@ def is_manager_deployment(name: str) -> bool:
 
 def _deployments(documents: list[Any]) -> Iterator[tuple[str, list[Any]]]:
     for document in documents:
-        if not isinstance(document, dict) or document.get("kind") != "Deployment":
-            continue
-        metadata = document.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, dict) else None
-        spec = document.get("spec")
-        template = spec.get("template") if isinstance(spec, dict) else None
-        pod = template.get("spec") if isinstance(template, dict) else None
-        containers = pod.get("containers") if isinstance(pod, dict) else None
-        if isinstance(name, str) and isinstance(containers, list):
-            yield name, containers
+        deployment = deployment_containers(document)
+        if deployment is not None:
+            yield deployment
 
 
 def image_url(image: object, has_value: Callable[[str], bool]) -> str | None:
@@ -95,11 +88,18 @@ def _containers(containers: list[Any], has_value: Callable[[str], bool]) -> Cont
 
 def image_overrides(documents: list[Any], has_value: Callable[[str], bool]) -> ImageOverrides:
     """The overrides for every container of every Deployment in ``documents`` that the
-    operator lets a CR override, routed as the operator routes them.
+    operator lets a CR override, routed as the operator routes them."""
+    return deployment_overrides(list(_deployments(documents)), has_value)
+
+
+def deployment_overrides(
+    deployments: Sequence[tuple[str, list[Any]]], has_value: Callable[[str], bool]
+) -> ImageOverrides:
+    """The overrides for ``(name, containers)`` of each Deployment (as
+    ``Components.deployments`` holds them from the one parse of the components).
 
     One ``spec.deployment`` serves every manager Deployment: a container name two of
     them run with different images cannot be overridden for both, so it is left out."""
-    deployments = list(_deployments(documents))
     manager: dict[str, set[str]] = {}  # container name -> images, in order of appearance
     additional: dict[str, Containers] = {}
     for name, containers in deployments:

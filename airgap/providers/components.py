@@ -67,6 +67,9 @@ class Components:
     text: str
     containers: tuple[ContainerImage, ...]
     namespaces: tuple[object, ...]  # metadata.name of every Namespace document
+    # (name, spec.template.spec.containers) of every Deployment document, as parsed:
+    # what the operator's image overrides apply to
+    deployments: tuple[tuple[str, list[Any]], ...] = ()
 
     @property
     def images(self) -> list[str]:
@@ -98,17 +101,36 @@ def parse_components(text: str, source: str) -> Components:
         )
     containers: list[ContainerImage] = []
     namespaces: list[object] = []
+    deployments: list[tuple[str, list[Any]]] = []
     for document in iter_documents(text, source):
         if not isinstance(document, dict):
             continue
         if document.get("kind") == "Namespace":
             metadata = document.get("metadata")
             namespaces.append(metadata.get("name") if isinstance(metadata, dict) else None)
+        deployment = deployment_containers(document)
+        if deployment is not None:
+            deployments.append(deployment)
         for kind, name, key, label, raw in _document_images(document):
             where = f"{_owner(kind, name)} container {label}"
             image = _resolve_image(raw, source, where)
             containers.append(ContainerImage(kind, name, key, label, str(raw), image))
-    return Components(source, text, tuple(containers), tuple(namespaces))
+    return Components(source, text, tuple(containers), tuple(namespaces), tuple(deployments))
+
+
+def deployment_containers(document: Any) -> tuple[str, list[Any]] | None:
+    """``(metadata.name, spec.template.spec.containers)`` of a Deployment document."""
+    if not isinstance(document, dict) or document.get("kind") != "Deployment":
+        return None
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    spec = document.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if isinstance(name, str) and isinstance(containers, list):
+        return name, containers
+    return None
 
 
 @dataclass(frozen=True)
@@ -218,3 +240,24 @@ def _resolve_image(raw: Any, source: str, where: str) -> str:
         return str(parse_reference(resolved))
     except InputError as exc:
         raise InputError(f"{source}: {where}: {exc}") from None
+
+
+def lenient_images(text: str, source: str) -> tuple[list[str], list[str]]:
+    """Every image a manifest's workloads run that resolves on its own, normalised, in
+    order of first appearance; and why each of the others does not.
+
+    Cluster templates leave images to variables nobody defaults (``${KIND_IMAGE}``),
+    which only whoever generates the cluster can name: those are reported, not errors.
+    Malformed YAML and a file over the size limit are still InputErrors."""
+    if utf8_length(text, MAX_COMPONENTS_BYTES) > MAX_COMPONENTS_BYTES:
+        raise InputError(f"{source}: larger than the {describe_size(MAX_COMPONENTS_BYTES)} limit")
+    images: dict[str, None] = {}
+    unresolved: list[str] = []
+    for document in iter_documents(text, source):
+        for kind, name, _key, label, raw in _document_images(document):
+            try:
+                where = f"{_owner(kind, name)} container {label}"
+                images.setdefault(_resolve_image(raw, source, where))
+            except InputError as exc:
+                unresolved.append(str(exc))
+    return list(images), unresolved
