@@ -15,11 +15,12 @@ from pathlib import Path
 import httpx
 
 from airgap import phases
+from airgap.collect.spec import ProviderSpec
 from airgap.errors import AirgapError, InputError
 from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
-from airgap.providers.types import ProviderSpec, ProviderType
+from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 
 PROVIDERS_DIR = "providers"
