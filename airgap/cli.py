@@ -8,6 +8,7 @@ input error); a traceback is only ever shown for a bug, never for a user error.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -282,6 +283,13 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
                 show_default=True,
                 help="How provider CRs fetch manifests: labelled ConfigMaps or OCI.",
             ),
+            click.option(
+                "--variables",
+                "variables_file",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="clusterctl-style YAML of NAME: value filling the providers' config "
+                "Secrets (environment variables take precedence, as in clusterctl).",
+            ),
         ]
     ):
         function = decorator(function)
@@ -319,6 +327,8 @@ def import_(
         click.echo(result.summary())
         if output_dir:
             click.echo(f"wrote {output_dir}")
+    if output_dir:
+        _warn_missing_variables(result.missing_variables, output_dir)
     return 0
 
 
@@ -337,12 +347,15 @@ def _import_options(
     namespace: str | None,
     provider_source: str,
     reverify: bool,
+    variables_file: Path | None,
     dry_run: bool = False,
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
+    from airgap.configmaps.variables import VariableValues, load_variables
     from airgap.mirror.importer import ImportOptions
     from airgap.mirror.mapping import Target
 
+    file_values = load_variables(variables_file) if variables_file else {}
     return ImportOptions(
         target=Target.parse(registry),
         output_dir=output_dir,
@@ -357,6 +370,21 @@ def _import_options(
         namespace=namespace,
         provider_source=provider_source,
         reverify=reverify,
+        variables=VariableValues.from_sources(file_values, os.environ),
+    )
+
+
+def _warn_missing_variables(missing: dict[str, list[str]], output_dir: Path) -> None:
+    """One line on stderr naming (never showing values of) the required variables that
+    no file or environment variable gave; the Secrets keep them commented out."""
+    if not missing:
+        return
+    names = "; ".join(f"{provider}: {', '.join(found)}" for provider, found in missing.items())
+    click.echo(
+        f"airgap: warning: required variables not set ({names}); the operator will not "
+        f"install these providers until they are: pass --variables FILE or set them in the "
+        f"environment, or edit {output_dir / 'operator/secrets'} before applying",
+        err=True,
     )
 
 
@@ -381,4 +409,5 @@ def configmaps(
     outputs = run_configmaps(bundle, trusted, _import_options(output_dir=output_dir, **target))
     operator = sum(1 for name in outputs.files if name.startswith("operator/"))
     click.echo(f"wrote {operator} operator files and a clusterctl repository to {output_dir}")
+    _warn_missing_variables(outputs.missing, output_dir)
     return 0

@@ -51,6 +51,8 @@ MAX_ERROR_BODY_BYTES = 64 * KiB
 # -- the user's own files -------------------------------------------------------------------
 MAX_SPEC_BYTES = 4 * MiB
 MAX_POLICY_BYTES = 1 * MiB
+# A --variables file: NAME: value pairs (a whole clusterctl.yaml is a few KiB).
+MAX_VARIABLES_BYTES = 1 * MiB
 
 # -- structure -----------------------------------------------------------------------------
 # Nesting depth of JSON and YAML documents. Real manifests, API answers, specs, policies

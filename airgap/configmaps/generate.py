@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airgap.configmaps import emit, ocisource
+from airgap.configmaps.variables import VariableValues
 from airgap.mirror.mapping import Target
 from airgap.mirror.outputs import RewrittenProvider
 from airgap.registry.client import Registry
@@ -23,6 +24,8 @@ class ProviderOutputOptions:
     output_dir: Path
     namespace: str | None = None
     provider_source: str = "selector"
+    # values for the components' variables (environment over --variables FILE)
+    variables: VariableValues = field(default_factory=VariableValues)
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ def provider_outputs(
     """``operator/`` and ``clusterctl/`` files; with the OCI source, publish artifacts
     to ``registry`` first and point the CRs at them."""
     oci_references: dict[str, str] | None = None
-    lookup: Callable[[str], str | None] = lambda _name: None  # noqa: E731
+    values = options.variables
     if options.provider_source == "oci":
         assert registry is not None, "the OCI provider source needs the target registry"
         oci_references = {
@@ -64,9 +67,11 @@ def provider_outputs(
             )
             for version in emit.provider_versions(providers, options.namespace)
         }
-        lookup = _registry_credentials(registry)
+        # OCI_USERNAME/OCI_PASSWORD given as variables win over the import's own
+        # credentials (a read-only account for the cluster, say)
+        values = values.with_fallback(_registry_credentials(registry))
     operator = emit.operator_files(
-        providers, namespace=options.namespace, oci_references=oci_references, lookup=lookup
+        providers, namespace=options.namespace, oci_references=oci_references, lookup=values.get
     )
     files = operator.files
     files.update(emit.clusterctl_files(providers, options.output_dir))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, provider_outputs
+from airgap.configmaps.variables import VariableValues
 from airgap.inputfile import read_small
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
@@ -38,6 +39,8 @@ class ImportOptions:
     credentials: Credentials | None = None
     namespace: str | None = None
     provider_source: str = "selector"
+    # values for the components' variables: environment over --variables FILE
+    variables: VariableValues = field(default_factory=VariableValues)
     reverify: bool = False  # hash every blob up front, as verify does, not only those pushed
 
     def pool(self) -> RegistryPool:
@@ -56,7 +59,9 @@ class ImportOptions:
 
     def provider_output_options(self) -> ProviderOutputOptions:
         assert self.output_dir is not None
-        return ProviderOutputOptions(self.output_dir, self.namespace, self.provider_source)
+        return ProviderOutputOptions(
+            self.output_dir, self.namespace, self.provider_source, self.variables
+        )
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class ImportResult:
     mappings: list[Mapping]
     stats: PushStats | None
     seconds: float
+    # "<Kind> <name>" -> required variables nobody gave a value for (names, never values)
+    missing_variables: dict[str, list[str]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for the terminal."""
@@ -97,6 +104,7 @@ class ImportResult:
             # "full": every member hashed before pushing (--reverify); "on-use": every
             # member but the blobs up front, each blob while it streams to the registry
             "verification": "full" if self.bundle.all_hashed else "on-use",
+            "variables_missing": self.missing_variables,
         }
 
 
@@ -140,6 +148,8 @@ def run_import(
         for mapping in (by_reference[image.reference],)
     ]
 
+    missing: dict[str, list[str]] = {}
+
     def operator_outputs(registry: Registry | None = None) -> dict[str, bytes]:
         outputs = provider_outputs(
             providers,
@@ -148,6 +158,7 @@ def run_import(
             created=manifest.created,
             registry=registry,
         )
+        missing.update(outputs.missing)
         return outputs.files
 
     files: dict[str, bytes] = {}
@@ -174,7 +185,7 @@ def run_import(
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
-    result = ImportResult(bundle, mappings, stats, time.monotonic() - started)
+    result = ImportResult(bundle, mappings, stats, time.monotonic() - started, missing)
     if options.output_dir is not None:
         files |= import_files(
             providers,
