@@ -235,7 +235,12 @@ def _where(exc: yaml.YAMLError) -> str:
 
 def _problem(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
     if isinstance(problem, str) and problem:
+        if isinstance(context, str) and context and context_mark is not None:
+            # "while scanning a simple key at line 3, could not find expected ':'"
+            return _one_line(f"{context} at line {context_mark.line + 1}, {problem}")
         return _one_line(problem)
     reason = getattr(exc, "reason", None)  # ReaderError: a forbidden character
     if isinstance(reason, str) and reason:

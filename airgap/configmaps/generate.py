@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airgap import phases
 from airgap.configmaps import emit, ocisource
 from airgap.configmaps.variables import VariableValues
 from airgap.mirror.mapping import Target
@@ -57,6 +58,20 @@ def provider_outputs(
 ) -> ProviderOutputs:
     """``operator/`` and ``clusterctl/`` files; with the OCI source, publish artifacts
     to ``registry`` first and point the CRs at them."""
+    with phases.timed("providers/outputs"):
+        return _provider_outputs(
+            providers, options, target=target, created=created, registry=registry
+        )
+
+
+def _provider_outputs(
+    providers: list[RewrittenProvider],
+    options: ProviderOutputOptions,
+    *,
+    target: Target,
+    created: str,
+    registry: Registry | None,
+) -> ProviderOutputs:
     oci_references: dict[str, str] | None = None
     values = options.variables
     if options.provider_source == "oci":

@@ -132,4 +132,5 @@ def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
     link and never outside it (``fsutil.write_tree``); ``SecretBytes`` contents
     (Secrets with filled variables or registry credentials) mode 0600, whatever the
     umask."""
-    fsutil.write_tree(output_dir.absolute(), files)
+    with phases.timed("providers/write"):  # nearly every byte written is provider output
+        fsutil.write_tree(output_dir.absolute(), files)

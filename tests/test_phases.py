@@ -1,0 +1,27 @@
+"""``AIRGAP_PHASE_TIMES``: the opt-in per-phase timing the benchmark reads (never timed here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.harness.bundle_fixtures import CollectedBundle
+from tests.harness.cli import run_airgap
+
+
+def test_phase_times_are_written_only_when_asked(
+    tmp_path: Path, capi_bundle: CollectedBundle
+) -> None:
+    args = ["configmaps", capi_bundle.path, "--key", capi_bundle.key.public]
+    args += ["--registry", "127.0.0.1:9/mirror", "--output-dir"]
+    phases = tmp_path / "phases.json"
+    result = run_airgap(*args, tmp_path / "a", env={"AIRGAP_PHASE_TIMES": str(phases)})
+    assert result.returncode == 0, result.stderr
+    times = json.loads(phases.read_text())
+    assert set(times) == {"providers/rewrite", "providers/outputs", "providers/write"}
+    assert all(isinstance(value, float) and value >= 0 for value in times.values())
+
+    phases.unlink()
+    result = run_airgap(*args, tmp_path / "b", env={"AIRGAP_PHASE_TIMES": ""})
+    assert result.returncode == 0, result.stderr
+    assert not phases.exists() and list(tmp_path.glob("*.json")) == []

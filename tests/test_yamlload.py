@@ -1,0 +1,193 @@
+"""The bounded one-pass YAML loader, on realistic components (issue 12 point 2).
+
+libyaml (``FastLoader``) and the pure-Python fallback (``PureLoader``) must give the
+same documents as PyYAML's own ``safe_load_all`` on provider releases shaped like the
+real ones, and the same one-line errors on hostile input; ConfigMaps dumped with
+libyaml's emitter must be the bytes PyYAML's pure emitter writes. And the outputs of a
+command are built from one parse of each components file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from airgap import yamlload
+from airgap.configmaps import emit, objects
+from airgap.errors import InputError
+from airgap.providers import components
+from airgap.providers.components import parse_components
+from airgap.providers.types import ProviderType
+from tests.harness.realistic import REALISTIC_PROVIDERS, realistic_components
+
+IMAGES = ["registry.example/capi/manager:v1.10.0", "registry.example/capi/sidecar:v0.1"]
+
+
+@pytest.fixture(scope="module")
+def realistic() -> dict[str, str]:
+    return {f"{p.type.kind}-{p.name}": realistic_components(p, IMAGES) for p in REALISTIC_PROVIDERS}
+
+
+def test_realistic_components_are_sized_like_the_real_ones(realistic: dict[str, str]) -> None:
+    sizes = {name: len(text.encode()) for name, text in realistic.items()}
+    assert 1_100_000 < sizes["CoreProvider-cluster-api"] < 1_300_000
+    assert 500_000 < sizes["BootstrapProvider-kubeadm"] < 700_000
+    assert 600_000 < sizes["ControlPlaneProvider-kubeadm"] < 800_000
+    assert 140_000 < sizes["InfrastructureProvider-docker"] < 200_000
+    core = realistic["CoreProvider-cluster-api"]
+    assert core.count("kind: CustomResourceDefinition") >= 13
+    for kind in ("MutatingWebhookConfiguration", "Certificate", "Issuer", "ClusterRole"):
+        assert f"kind: {kind}\n" in core
+    assert "${EXP_MACHINE_POOL:=true}" in core
+    assert realistic_components(REALISTIC_PROVIDERS[0], IMAGES) == core  # deterministic
+
+
+@pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
+def test_libyaml_and_pure_python_loaders_agree_on_realistic_components(
+    realistic: dict[str, str],
+) -> None:
+    for name, text in realistic.items():
+        # PyYAML's own libyaml loader as the reference; the pure-Python scanner (~10x
+        # slower) on the largest file and the smallest, to keep the test short
+        reference = [doc for doc in yaml.load_all(text, Loader=yaml.CSafeLoader) if doc]
+        fast = yamlload.load_documents(text, name)
+        assert fast == reference, name
+        assert len(fast) > 10
+        if name in ("CoreProvider-cluster-api", "InfrastructureProvider-docker"):
+            assert yamlload.load_documents(text, name, pure=True) == reference, name
+
+
+def test_parse_components_finds_what_the_outputs_need(realistic: dict[str, str]) -> None:
+    core = parse_components(realistic["CoreProvider-cluster-api"], "core-components.yaml")
+    assert core.images == IMAGES
+    assert core.namespace == "capi-system"
+    assert [(c.kind, c.name, c.container) for c in core.containers] == [
+        ("Deployment", "capi-controller-manager", "manager"),
+        ("Deployment", "capi-controller-manager", "sidecar-1"),
+    ]
+    assert [name for name, _ in core.deployments] == ["capi-controller-manager"]
+    assert {v.name for v in core.variables} >= {"EXP_MACHINE_POOL", "CLUSTER_TOPOLOGY"}
+    assert all(not v.required for v in core.variables)
+
+
+@pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
+def test_libyaml_emitter_writes_the_pure_emitters_bytes(realistic: dict[str, str]) -> None:
+    class PureDumper(yaml.SafeDumper):
+        pass
+
+    PureDumper.add_representer(str, emit._str_representer)
+    for provider in REALISTIC_PROVIDERS[:2]:  # core (gzip'ed, binaryData), bootstrap (text)
+        name = f"{provider.type.kind}-{provider.name}"
+        text = realistic[name]
+        version = objects.ProviderVersion(
+            provider.name, provider.type, provider.version, "a: b\n", text, provider.namespace
+        )
+        document = objects.configmap(version)  # gzip'ed into binaryData above 1 MiB
+        pure = yaml.dump(
+            document, Dumper=PureDumper, sort_keys=False, width=1 << 16, allow_unicode=True
+        ).encode()
+        assert emit.dump(document) == pure, name
+
+
+def _bomb() -> str:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for level in "bcdefghi":
+        lines.append(f"{level}: &{level} [{', '.join([f'*{chr(ord(level) - 1)}'] * 10)}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure"])
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        ("x: " + "[" * 50_000, ":1:103:", "nested deeper than 100 levels"),
+        ("- " * 5_000 + "x", ":1:201:", "nested deeper than 100 levels"),
+        (_bomb(), ":5:", "aliases expand to more than 100000 nodes"),
+        ("a: &a {b: *a}\n", ":1:11:", "alias *a refers to its own ancestor"),
+        ("a: *nowhere\n", ":1:4:", "found undefined alias 'nowhere'"),
+        ("a: &x 1\nb: &x 2\n", ":2:4:", "found duplicate anchor 'x'"),
+        ("x: " + "1:" * 100 + "1\n", ":1:4:", "integer longer than 128 characters"),
+        ("x: 1" + "0" * 200 + ".5\n", ":1:4:", "float longer than 128 characters"),
+        ("x: 2020-13-45\n", ": malformed", "month must be in 1..12"),
+        ("a: b\n c: d: e\n", ":2:", "mapping values are not allowed"),
+    ],
+)
+def test_bounds_and_errors_are_one_line_naming_file_line_and_column(
+    pure: bool, text: str, where: str, message: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        yamlload.load_documents(text, "comp.yaml", pure=pure)
+    line = str(caught.value)
+    assert line.startswith("comp.yaml"), line
+    assert where in line and message in line, line
+    assert "\n" not in line
+
+
+def test_aliases_within_the_budget_load_as_pyyaml_loads_them() -> None:
+    text = "base: &b {x: 1, y: [1, 2]}\nuse: *b\nmerged:\n  <<: *b\n  z: 3\n"
+    assert yamlload.load_documents(text, "f") == [yaml.safe_load(text)]
+    assert yamlload.load_documents(text, "f", pure=True) == [yaml.safe_load(text)]
+
+
+def test_documents_stream_one_at_a_time() -> None:
+    text = "a: 1\n---\n---\nb: 2\n"
+    assert list(yamlload.iter_documents(text, "f")) == [{"a": 1}, None, {"b": 2}]
+    assert yamlload.load_single("a: 1\n", "f") == {"a": 1}
+    with pytest.raises(InputError, match="expected one YAML document, found 2"):
+        yamlload.load_single("a: 1\n---\nb: 2\n", "f")
+
+
+def test_variables_and_images_scan_linearly_on_unclosed_defaults() -> None:
+    """The inputs that made VARIABLE_RE quadratic end quickly (a few ms each); a nested
+    ``${INNER}`` stays inside its default."""
+    assert components.find_variables("# " + "${A:=" * 200_000) == []
+    assert components.find_variables("${A:=" + "x" * 1_000_000) == []
+    found = components.find_variables("a: ${Z:=${W}}\nb: ${Y:-a$b}\n")
+    assert [(v.name, v.default) for v in found] == [("Z", "${W}"), ("Y", "a$b")]
+
+
+def test_each_components_file_is_parsed_once_per_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, realistic: dict[str, str]
+) -> None:
+    """Everything the configmaps outputs need (namespace, ConfigMaps, Secrets, CR image
+    overrides, clusterctl repository) comes from the parse rewrite_providers makes."""
+    from airgap.bundle.format import ProviderRecord
+    from airgap.mirror.outputs import RewrittenProvider
+
+    parsed: list[str] = []
+    real = yamlload.iter_documents
+
+    def counting(text: str, source: str, *, pure: bool = False) -> Any:
+        parsed.append(source)
+        return real(text, source, pure=pure)
+
+    providers = []
+    for provider in REALISTIC_PROVIDERS:
+        text = realistic[f"{provider.type.kind}-{provider.name}"]
+        label = provider.type.label(provider.name)
+        member = f"providers/{label}/{provider.version}/{provider.components_file}"
+        record = ProviderRecord(
+            name=provider.name,
+            type=provider.type.kind,
+            version=provider.version,
+            contract="v1beta1",
+            label=label,
+            source="test",
+            metadata=f"providers/{label}/{provider.version}/metadata.yaml",
+            components=member,
+            images=IMAGES,
+        )
+        rewritten = parse_components(text, member)
+        providers.append(
+            RewrittenProvider(record, provider.components_file, text, "a: b\n", rewritten)
+        )
+    monkeypatch.setattr(components, "iter_documents", counting)
+    files = emit.operator_files(providers).files
+    files.update(emit.clusterctl_files(providers, tmp_path))
+    assert parsed == []  # nothing parsed a components file again
+    crs = [yaml.safe_load(data) for path, data in files.items() if "/providers/" in path]
+    core = next(cr for cr in crs if cr["kind"] == ProviderType.CORE.kind)
+    assert core["spec"]["deployment"]["containers"][0]["imageUrl"] == IMAGES[0]
