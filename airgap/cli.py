@@ -25,6 +25,7 @@ from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
     from airgap.mirror.importer import ImportOptions
+    from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size
 
@@ -40,9 +41,11 @@ def main() -> None:
         code = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         _fail("interrupted", 130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # usage errors too: one line, like every error
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see {exc.ctx.command_path} --help)"
+        _fail(f"{exc.format_message()}{hint}", exc.exit_code)
     except AirgapError as exc:
         _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
@@ -187,12 +190,7 @@ def verify(
     if sbom:
         # stdout is the SBOM file the user redirects to: on failure it stays empty
         if not report.ok or verified.manifest is None:
-            failures = report.failures
-            first = f": {failures[0]}" if failures else ""
-            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-            click.echo(
-                f"airgap: error: bundle NOT verified{first}{more}; no SBOM written", err=True
-            )
+            click.echo(f"airgap: error: {_not_verified(report)}; no SBOM written", err=True)
             return EXIT_FAILURE
         if sbom == "spdx":
             document = sbom_docs.spdx(
@@ -206,7 +204,18 @@ def verify(
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(report.text())
-    return 0 if report.ok else EXIT_FAILURE
+    if not report.ok:  # the report is on stdout; scripts and logs get the verdict too
+        click.echo(f"airgap: error: {_not_verified(report)}", err=True)
+        return EXIT_FAILURE
+    return 0
+
+
+def _not_verified(report: Report) -> str:
+    """``bundle NOT verified: FIRST FAILURE (and N more)``, for one line on stderr."""
+    failures = report.failures
+    first = f": {failures[0]}" if failures else ""
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"bundle NOT verified{first}{more}"
 
 
 def _read_password(username: str | None, password_stdin: bool) -> Credentials | None:

@@ -93,7 +93,9 @@ class BundleManifest:
             )
             version = document.raw("formatVersion")
             if version != FORMAT_VERSION or isinstance(version, bool):
-                raise BundleError(f"{MANIFEST_NAME}: unsupported format version {version!r}")
+                raise BundleError(
+                    f"unsupported bundle format version {version!r} (airgap {FORMAT_VERSION})"
+                )
             return cls(
                 created=document.text("created"),
                 tool_version=document.obj("tool").text("version"),

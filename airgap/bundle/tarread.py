@@ -127,6 +127,11 @@ class TarReader:
         self._size = size
         self.offset = 0
 
+    @property
+    def fd(self) -> int:
+        """The descriptor read from (with ``pread``: no file position is used)."""
+        return self._fd
+
     def next(self) -> TarEntry | None:
         start = self.offset
         overrides: dict[str, str] = {}

@@ -119,8 +119,15 @@ def verify_bundle(
     ``hash_blobs=False`` (import, configmaps) hashes every member but the layout's
     blobs; the image manifests among them are hashed when the layout check reads them,
     the others when ``stream`` pushes them."""
-    result = scan(path, hash_blobs=hash_blobs)
-    signer = _check_signature(result, keys)
+
+    def authenticate(scanned: ScanResult) -> bool:
+        # before anything but the manifest's bytes is parsed: an untrusted bundle is
+        # judged by its signature alone, and read no further
+        scanned.signer = _check_signature(scanned, keys)
+        return keys is None or scanned.signer is not None
+
+    result = scan(path, hash_blobs=hash_blobs, authenticate=authenticate)
+    signer = result.signer
     bundle = VerifiedBundle(
         path,
         result.manifest,

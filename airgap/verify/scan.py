@@ -1,9 +1,14 @@
 """One pass over a bundle tar: member safety, completeness and every file's sha256.
 
 The tar is read once, in constant memory and without extracting anything: headers are
-walked in order by ``tarfile`` while member data is hashed on a few worker threads, each
+walked in order by airgap's own bounded reader (``airgap.bundle.tarread``; no library
+ever sees a header first) while member data is hashed on a few worker threads, each
 reading with ``pread`` into a reusable buffer. What it learns (where each member's bytes
 are) lets import push blobs straight out of the tar afterwards.
+
+Nothing but the manifest's own bytes is parsed before its signature is checked: the
+scan reads the first two members as bytes, asks ``authenticate``, and only then parses
+the manifest and goes on; a bundle that fails the check is not read any further.
 """
 
 from __future__ import annotations
@@ -12,10 +17,10 @@ import hashlib
 import os
 import posixpath
 import re
-import tarfile
 import threading
 import unicodedata
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,14 +33,18 @@ from airgap.bundle.format import (
     BundleManifest,
     FileRecord,
 )
-from airgap.errors import BundleError, InputError
+from airgap.bundle.tarread import BLOCK, TarEntry, TarFormatError, TarReader, TarTruncated
+from airgap.errors import BundleError
+from airgap.inputfile import open_regular
+from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
 from airgap.verify.findings import Failure, printable
 
 READ_SIZE = 1 << 20
 HASH_WORKERS = min(4, os.cpu_count() or 1)
-MAX_HEAD_BYTES = 64 << 20
-MAX_SIGNATURE_BYTES = 4 << 10
-BLOCK = tarfile.BLOCKSIZE
+MAX_HEAD_BYTES = MAX_BUNDLE_MANIFEST_BYTES
+# Zero bytes allowed after the end-of-archive marker (tar pads to its record size,
+# 10 KiB for GNU tar); a sparse file of endless zeros is not a bundle.
+MAX_TRAILING_ZEROS = 1 * MiB
 _BLOB_RE = re.compile(rf"^{IMAGES_DIR}/blobs/sha256/[0-9a-f]{{64}}$")
 
 
@@ -58,14 +67,21 @@ class ScanResult:
     manifest: BundleManifest | None = None
     members: dict[str, Member] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
-    end_offset: int | None = None  # where tarfile found the end of the members
+    end_offset: int | None = None  # where the members end (end marker or damage)
     last_member: str = "the start of the archive"
+    signer: str | None = None  # set by ``authenticate``
+    authenticated: bool | None = None  # None: not asked yet
 
     def fail(self, kind: str, subject: str, message: str) -> None:
         self.failures.append(Failure(kind, subject, message))
 
 
-def _unsafe_reason(info: tarfile.TarInfo) -> str | None:
+# Called once the manifest and signature bytes are read, before anything is parsed:
+# True lets the scan go on, False stops it (the callback records its own failure).
+Authenticate = Callable[[ScanResult], bool]
+
+
+def _unsafe_reason(info: TarEntry) -> str | None:
     """Why a member may not be in a bundle, or None if it is an acceptable member."""
     if info.issym():
         return f"is a symlink (to {info.linkname})"
@@ -112,11 +128,11 @@ class _HashPool:
         self._result = result
         self._hash_blobs = hash_blobs
         self._executor = ThreadPoolExecutor(max_workers=workers)
-        self._pending: deque[tuple[tarfile.TarInfo, FileRecord, Future[tuple[str, int]]]] = deque()
+        self._pending: deque[tuple[TarEntry, FileRecord, Future[tuple[str, int]]]] = deque()
         self._limit = workers * 4
         self._local = threading.local()
 
-    def submit(self, info: tarfile.TarInfo, record: FileRecord) -> None:
+    def submit(self, info: TarEntry, record: FileRecord) -> None:
         if not self._hash_blobs and _BLOB_RE.match(info.name):
             # import hashes blob bytes while it streams them, and needs none at all of
             # the blobs the target already holds: here they are only located
@@ -165,73 +181,88 @@ class _HashPool:
             self._result.members[name] = Member(name, info.offset_data, info.size, record.sha256)
 
 
-def _read_small(handle: BinaryIO, info: tarfile.TarInfo) -> bytes:
-    handle.seek(info.offset_data)
-    return handle.read(min(info.size, MAX_HEAD_BYTES))
+def _read_small(fd: int, info: TarEntry) -> bytes:
+    return os.pread(fd, min(info.size, MAX_HEAD_BYTES), info.offset_data)
 
 
-def scan(path: Path, *, hash_blobs: bool = True) -> ScanResult:
+def scan(
+    path: Path, *, hash_blobs: bool = True, authenticate: Authenticate | None = None
+) -> ScanResult:
     """Scan the bundle at ``path``; failures are collected, not raised, so a report can
-    list everything wrong. Only a file that cannot be opened raises.
+    list everything wrong. Only a path that is not a readable regular file raises.
 
     ``hash_blobs=False`` hashes every member but the image layout's blobs, which are
-    only located: their users (import) hash them as they read them."""
-    try:
-        handle: BinaryIO = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot open bundle {path}: {exc.strerror}") from exc
+    only located: their users (import) hash them as they read them. ``authenticate``
+    judges the manifest's bytes and signature before anything is parsed."""
+    fd, size = open_regular(path, "bundle")
     result = ScanResult()
-    with handle:
-        tar = _open_tar(handle, path, result)
-        if tar is None:
-            return result
-        with tar:
-            _scan_members(tar, handle, result, hash_blobs)
+    with os.fdopen(fd, "rb") as handle:
+        hashes = _HashPool(fd, result, HASH_WORKERS, hash_blobs=hash_blobs)
+        expected: dict[str, FileRecord] = {}
+        try:
+            _walk_members(TarReader(fd, size), path, result, hashes, expected, authenticate)
+            if result.authenticated is None:  # the archive ended before a third member
+                _open_manifest(result, expected, authenticate)
+        finally:
+            hashes.drain()
+        if not result.authenticated:
+            _check_head(result)
+            return result  # nothing after an untrusted manifest is worth a look
+        if result.end_offset is not None:
+            _check_end(handle, result.end_offset, result.last_member, result)
     _check_completeness(result)
     return result
 
 
-def _open_tar(handle: BinaryIO, path: Path, result: ScanResult) -> tarfile.TarFile | None:
+def _open_manifest(
+    result: ScanResult, expected: dict[str, FileRecord], authenticate: Authenticate | None
+) -> bool:
+    """Authenticate the head members, then parse the manifest; False: stop the scan."""
+    result.authenticated = authenticate(result) if authenticate else True
+    if not result.authenticated or result.manifest_bytes is None:
+        return result.authenticated
     try:
-        return tarfile.open(fileobj=handle, mode="r:", encoding="utf-8", errors="surrogateescape")
-    except tarfile.TarError as exc:
-        result.fail("tar", path.name, f"is not a readable tar archive: {exc}")
-        return None
-
-
-def _scan_members(
-    tar: tarfile.TarFile, handle: BinaryIO, result: ScanResult, hash_blobs: bool
-) -> None:
-    hashes = _HashPool(handle.fileno(), result, HASH_WORKERS, hash_blobs=hash_blobs)
-    try:
-        _walk_members(tar, handle, result, hashes)
-    finally:
-        hashes.drain()
-    if result.end_offset is not None:
-        _check_end(handle, result.end_offset, result.last_member, result)
+        result.manifest = BundleManifest.from_bytes(result.manifest_bytes)
+    except BundleError as exc:
+        result.fail("member", MANIFEST_NAME, str(exc))
+        return True
+    expected.update({record.path: record for record in result.manifest.files})
+    return True
 
 
 def _walk_members(
-    tar: tarfile.TarFile, handle: BinaryIO, result: ScanResult, hashes: _HashPool
+    reader: TarReader,
+    path: Path,
+    result: ScanResult,
+    hashes: _HashPool,
+    expected: dict[str, FileRecord],
+    authenticate: Authenticate | None,
 ) -> None:
-    expected: dict[str, FileRecord] = {}
     seen: set[str] = set()
     position = 0
     last = "the start of the archive"
     while True:
         try:
-            info = tar.next()
-        except tarfile.TarError as exc:
-            result.fail("tar", "archive", f"is truncated or corrupt after {last}: {exc}")
+            info = reader.next()
+        except TarTruncated as exc:
+            entry = exc.entry
+            result.fail("tar", entry.name, f"is truncated ({exc.available} of {entry.size} bytes)")
+            result.fail("tar", "archive", f"is truncated after {last}")
             return
-        # tarfile remembers every header it reads; a scan needs none of them, and a
-        # bundle of a million blobs should not cost a million TarInfo objects.
-        tar.members.clear()  # type: ignore[attr-defined]  # not in typeshed
+        except TarFormatError as exc:
+            if position == 0:
+                result.fail("tar", path.name, f"is not a readable tar archive: {exc}")
+            else:
+                result.fail("tar", "archive", f"cannot be read past {last}: {exc}")
+            return
         if info is None:
-            result.end_offset, result.last_member = tar.offset, last
+            result.end_offset, result.last_member = reader.offset, last
             return
         position += 1
         last = f"member {position} ({info.name})"
+        head_open = position == 3 and result.authenticated is None
+        if head_open and not _open_manifest(result, expected, authenticate):
+            return
         reason = _unsafe_reason(info)
         if reason:
             result.fail("member", info.name, reason)
@@ -239,7 +270,7 @@ def _walk_members(
         if info.isdir():
             continue
         if position <= 2:
-            _read_head_member(handle, info, position, result, expected)
+            _read_head_member(reader, info, position, result)
             seen.add(info.name)
             continue
         if info.name in seen:
@@ -250,8 +281,8 @@ def _walk_members(
 
 
 def _check_end(handle: BinaryIO, offset: int, last: str, result: ScanResult) -> None:
-    """tarfile stops quietly at a zero block, a corrupt header or the end of the file;
-    only two zero blocks, then nothing but zeros, are a complete archive."""
+    """The reader stops quietly at a zero block, a corrupt header or the end of the
+    file; only two zero blocks, then a little padding of zeros, are a complete archive."""
     buffer = memoryview(bytearray(READ_SIZE))
     handle.seek(offset)
     zeros = 0
@@ -275,19 +306,19 @@ def _check_end(handle: BinaryIO, offset: int, last: str, result: ScanResult) -> 
                 )
             return
         zeros += got
+        if zeros > MAX_TRAILING_ZEROS:
+            result.fail(
+                "tar", "archive", f"has more than {MAX_TRAILING_ZEROS} zero bytes after {last}"
+            )
+            return
     if zeros < 2 * BLOCK:
         result.fail(
             "tar", "archive", f"is truncated: it ends after {last} without an end-of-archive marker"
         )
 
 
-def _read_head_member(
-    handle: BinaryIO,
-    info: tarfile.TarInfo,
-    position: int,
-    result: ScanResult,
-    expected: dict[str, FileRecord],
-) -> None:
+def _read_head_member(reader: TarReader, info: TarEntry, position: int, result: ScanResult) -> None:
+    """Keep the manifest's or the signature's bytes; nothing is parsed here."""
     wanted = MANIFEST_NAME if position == 1 else SIGNATURE_NAME
     if info.name != wanted:
         result.fail("member", info.name, f"found where {wanted} must be (member {position})")
@@ -296,24 +327,18 @@ def _read_head_member(
     if info.size > limit:
         result.fail("member", info.name, f"is implausibly large ({info.size} bytes)")
         return
-    data = _read_small(handle, info)
+    data = _read_small(reader.fd, info)
     if len(data) != info.size:
         result.fail("tar", info.name, f"is truncated ({len(data)} of {info.size} bytes)")
         return
     if position == 2:
         result.signature = data
-        return
-    result.manifest_bytes = data
-    try:
-        result.manifest = BundleManifest.from_bytes(data)
-    except BundleError as exc:
-        result.fail("member", MANIFEST_NAME, str(exc))
-        return
-    expected.update({record.path: record for record in result.manifest.files})
+    else:
+        result.manifest_bytes = data
 
 
 def _check_member(
-    info: tarfile.TarInfo,
+    info: TarEntry,
     result: ScanResult,
     expected: dict[str, FileRecord],
     hashes: _HashPool,
@@ -330,11 +355,15 @@ def _check_member(
     hashes.submit(info, record)
 
 
-def _check_completeness(result: ScanResult) -> None:
+def _check_head(result: ScanResult) -> None:
     if result.manifest_bytes is None:
         result.fail("member", MANIFEST_NAME, "is missing (it must be the first member)")
     if result.signature is None:
         result.fail("member", SIGNATURE_NAME, "is missing (it must be the second member)")
+
+
+def _check_completeness(result: ScanResult) -> None:
+    _check_head(result)
     if result.manifest is None:
         return
     failed = {f.subject for f in result.failures}
