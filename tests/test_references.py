@@ -191,6 +191,7 @@ def test_every_written_reference_resolves_in_the_target(
     components = {name for name in resolver.checked if name.startswith("components/")}
     assert components and any(n.startswith("operator/") for n in resolver.checked)
     assert any(n.startswith("clusterctl/") for n in resolver.checked)
+    assert any(n.endswith(": imageUrl") for n in resolver.checked)  # the CRs' overrides
     assert len(resolver.checked["mapping.txt"]) == len(world.manifest.images)
     assert provider.label == LABEL and "clusterctl-images.yaml" in resolver.checked
 
