@@ -21,6 +21,7 @@ from airgap import __version__
 from airgap.bundle.reader import read_head
 from airgap.errors import EXIT_FAILURE, AirgapError, InputError
 from airgap.progress import Progress
+from airgap.redact import scrub
 from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ from airgap.textfmt import human_size
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"airgap: error: {message}", err=True)
+    # the last guard: a URL's user:password@ never reaches the terminal, whoever built
+    # the message (click quotes bad option values back verbatim)
+    click.echo(f"airgap: error: {scrub(message)}", err=True)
     sys.exit(code)
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -27,6 +26,7 @@ from airgap.errors import (
     NotFoundError,
     TLSError,
 )
+from airgap.redact import redact_url as redact_url  # re-exported: the one helper
 
 USER_AGENT = f"airgap/{__version__}"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -55,17 +55,6 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-
-
-def redact_url(url: str | httpx.URL) -> str:
-    """Drop user info and query string (which may carry tokens or upload state)."""
-    parts = urlsplit(str(url))
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    if parts.hostname and ":" in parts.hostname:
-        netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def ssl_context(ca_file: str | None = None, skip_verify: bool = False) -> ssl.SSLContext | bool:

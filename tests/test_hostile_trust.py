@@ -10,15 +10,18 @@ written outside the output directory, no credential anywhere.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -27,12 +30,17 @@ from airgap import fsutil
 from airgap.bundle.format import BundleManifest
 from airgap.errors import AirgapError, DigestMismatchError
 from airgap.fsutil import OutputSymlink, SecretBytes, UnsafeOutputPath
+from airgap.http import build_client, ssl_context
 from airgap.oci import Manifest
+from airgap.providers.sources import source_for
+from airgap.providers.types import ProviderType
 from airgap.registry.client import Registry
+from airgap.registry.credentials import Credentials
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.registry import RegistryServer
+from tests.harness.releases import make_components, make_metadata
 
 PREFIX = "capi"
 
@@ -560,3 +568,280 @@ def test_the_output_writer_stays_in_its_directory(tmp_path: Path) -> None:
         fsutil.write_tree(root, {"fresh.txt": b"x", "t/escape.txt": b"x"})
     assert not (root / "fresh.txt").exists() and not (tmp_path / "escape.txt").exists()
     assert not [p for p in root.rglob(".*.tmp")]
+
+
+# -- family 3: credentials go only where they belong ------------------------------------------
+
+USER, SECRET = "alice", "s3cret-Pa55word"
+BASIC = "Basic " + base64.b64encode(f"{USER}:{SECRET}".encode()).decode()
+GITHUB_TOKEN = "ghp_hostile-test-token-0123456789"
+
+
+class _Recorder:
+    """A loopback HTTP server answering with ``respond(handler) -> (status, headers,
+    body)``; it records every request's method, path and Authorization header."""
+
+    def __init__(self, host: str, respond) -> None:
+        self.requests: list[tuple[str, str, str | None]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                owner.requests.append((self.command, self.path, self.headers.get("Authorization")))
+                status, headers, body = respond(self)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.host = f"{host}:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def authorizations(self) -> list[str]:
+        return [auth for _, _, auth in self.requests if auth]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _other_loopback_name() -> str:
+    """A second loopback host name: 127.0.0.2 where it can be bound, else localhost
+    (another origin than 127.0.0.1 all the same)."""
+    try:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.2", 0))
+        return "127.0.0.2"
+    except OSError:
+        return "localhost"
+
+
+@pytest.fixture
+def servers():
+    started: list[_Recorder] = []
+
+    def start(host: str, respond) -> _Recorder:
+        server = _Recorder(host, respond)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _registry_client(host: str, client: httpx.Client) -> Registry:
+    return Registry(host, client=client, credentials=Credentials(USER, SECRET), plain_http=True)
+
+
+@pytest.mark.parametrize("foreign_answer", ["accepts", "challenges"])
+def test_an_upload_location_on_another_host_gets_no_credentials(
+    foreign_answer: str, servers
+) -> None:
+    """The registry (basic auth) hands out an upload Location on another host; that host
+    never sees Authorization, and its own 401 challenge (a bearer realm of its choosing)
+    is not believed: nothing is sent to that realm either."""
+    elsewhere = _other_loopback_name()
+
+    def foreign(handler) -> tuple[int, dict[str, str], bytes]:
+        if handler.path.startswith("/token"):
+            return 200, {"Content-Type": "application/json"}, b'{"token": "stolen"}'
+        if foreign_answer == "challenges":
+            realm = f'Bearer realm="http://{other.host}/token",service="evil"'
+            return 401, {"WWW-Authenticate": realm}, b""
+        return 201, {}, b""
+
+    other = servers(elsewhere, foreign)
+
+    def registry(handler) -> tuple[int, dict[str, str], bytes]:
+        if handler.headers.get("Authorization") != BASIC:
+            return 401, {"WWW-Authenticate": 'Basic realm="registry"'}, b""
+        if handler.command == "POST":
+            return 202, {"Location": f"http://{other.host}/upload/1?state=x"}, b""
+        return 404, {}, b""
+
+    own = servers("127.0.0.1", registry)
+    data = b"layer bytes"
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    with httpx.Client() as client:
+        target = _registry_client(own.host, client)
+        if foreign_answer == "accepts":
+            target.upload_blob("team/app", digest, len(data), lambda _: iter([data]), what="blob")
+        else:
+            with pytest.raises(AirgapError) as caught:
+                target.upload_blob(
+                    "team/app", digest, len(data), lambda _: iter([data]), what="blob"
+                )
+            assert SECRET not in str(caught.value) and "\n" not in str(caught.value)
+    assert other.requests and other.authorizations() == []
+    assert not any(path.startswith("/token") for _, path, _ in other.requests)
+    assert own.authorizations() and set(own.authorizations()) == {BASIC}
+
+
+def test_a_redirect_to_another_host_gets_no_credentials(servers) -> None:
+    data = b"config bytes"
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    storage = servers(_other_loopback_name(), lambda handler: (200, {}, data))
+
+    def registry(handler) -> tuple[int, dict[str, str], bytes]:
+        if handler.headers.get("Authorization") != BASIC:
+            return 401, {"WWW-Authenticate": 'Basic realm="registry"'}, b""
+        return 307, {"Location": f"http://{storage.host}/blob?sig=abc"}, b""
+
+    own = servers("127.0.0.1", registry)
+    with build_client() as client:  # follows redirects, as every airgap client does
+        got = _registry_client(own.host, client).fetch_small_blob(
+            "team/app", digest, len(data), what="config"
+        )
+    assert got == data
+    assert storage.requests and storage.authorizations() == []
+    assert own.authorizations() == [BASIC]
+
+
+def test_credentials_never_go_to_a_plain_http_token_service_on_another_host(servers) -> None:
+    challenge = 'Bearer realm="http://token.example.invalid/token",service="registry"'
+    own = servers("127.0.0.1", lambda handler: (401, {"WWW-Authenticate": challenge}, b""))
+    with httpx.Client() as client, pytest.raises(AirgapError) as caught:
+        _registry_client(own.host, client).manifest_digest("team/app", "v1", what="image")
+    message = str(caught.value)
+    assert "only sent there over HTTPS" in message and SECRET not in message
+    assert own.authorizations() == []
+
+
+def _publish_provider(server, source_images) -> str:
+    owner, repo = server.new_repo("cluster-api-provider-tokentest")
+    files = {
+        "metadata.yaml": make_metadata([(0, 1, "v1beta1")]).encode(),
+        "infrastructure-components.yaml": make_components(
+            ProviderType.INFRASTRUCTURE, "tokentest-system", [source_images["app"].reference]
+        ).encode(),
+    }
+    server.add_release(owner, repo, "v0.1.0", files)
+    return server.repo_url(owner, repo)
+
+
+@pytest.mark.parametrize("api", ["enterprise", "github-api-url"])
+def test_github_token_is_never_sent_over_plain_http(
+    api: str, release_server, source_images, signing_key, tmp_path: Path
+) -> None:
+    """A spec names a GitHub Enterprise on plain HTTP; the user even lists it (or points
+    GITHUB_API_URL at it): the token still stays home, and collect works without it."""
+    url = _publish_provider(release_server, source_images)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "providers:\n"
+        f"  - {{name: tokentest, type: InfrastructureProvider, version: v0.1.0, url: '{url}'}}\n"
+    )
+    env = {"GITHUB_TOKEN": GITHUB_TOKEN, "GITHUB_ENTERPRISE_HOSTS": "127.0.0.1"}
+    if api == "github-api-url":
+        env["GITHUB_API_URL"] = release_server.api_url
+    release_server.clear_requests()
+    result = run_airgap(
+        "collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "b.tar", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert release_server.requests() and not any(r.has_auth for r in release_server.requests())
+    assert GITHUB_TOKEN not in (tmp_path / "b.tar").read_bytes().decode("latin-1")
+
+
+def test_github_token_goes_only_to_hosts_the_user_names(tls_release_server, pki) -> None:
+    """Over HTTPS, a GitHub Enterprise host named only by a spec gets no token; listed in
+    GITHUB_ENTERPRISE_HOSTS (host or host:port) it does."""
+    server = tls_release_server
+    owner, repo = server.new_repo("tokenscope")
+    server.add_release(owner, repo, "v1.0.0", {"metadata.yaml": b"m"})
+    port = urlsplit(server.url).port
+    with httpx.Client(verify=ssl_context(str(pki.ca_cert))) as client:
+        for listed, expected in (
+            ("", None),
+            ("ghe.example", None),
+            ("127.0.0.1:1", None),
+            ("127.0.0.1", f"Bearer {GITHUB_TOKEN}"),
+            (f"ghe.example, 127.0.0.1:{port}", f"Bearer {GITHUB_TOKEN}"),
+        ):
+            server.clear_requests()
+            env = {"GITHUB_TOKEN": GITHUB_TOKEN, "GITHUB_ENTERPRISE_HOSTS": listed}
+            source_for(server.repo_url(owner, repo), client, env).resolve_version("latest")
+            assert [r.authorization for r in server.requests()] == [expected], listed
+
+
+CREDENTIAL_CASES = {
+    "registry-flag": ("import", f"--registry={USER}:{SECRET}@127.0.0.1:9/capi"),
+    "registry-flag-url": ("import", f"--registry=https://{USER}:{SECRET}@127.0.0.1:9/capi"),
+    "provider-url": ("spec", f"url: 'http://{USER}:{SECRET}@127.0.0.1:9/dir', version: v1.0.0"),
+    "provider-url-scheme": ("spec", f"url: 'ftp://{USER}:{SECRET}@127.0.0.1:9/dir'"),
+    "provider-url-file": ("spec", f"url: 'file://{USER}:{SECRET}@host/repo'"),
+    "mirror": ("mirror", f"{USER}:{SECRET}@mirror.example:5000/k8s"),
+    "github-api-url": ("github", f"https://{USER}:{SECRET}@127.0.0.1:9/api/v3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CREDENTIAL_CASES))
+def test_user_info_in_a_url_is_never_echoed(
+    case: str, capi_bundle: CollectedBundle, signing_key, tmp_path: Path
+) -> None:
+    kind, value = CREDENTIAL_CASES[case]
+    spec = tmp_path / "spec.yaml"
+    env: dict[str, str] = {}
+    if kind == "import":
+        result = run_airgap(
+            "import", capi_bundle.path, "--key", capi_bundle.key.public, value, "--dry-run"
+        )
+    else:
+        provider = "{name: odd, type: InfrastructureProvider, version: v1.0.0, url: 'https://github.com/o/r/releases'}"
+        if kind == "spec":
+            provider = f"{{name: odd, type: InfrastructureProvider, {value}}}"
+            if "version" not in value:
+                provider = provider[:-1] + ", version: v1.0.0}"
+        text = f"providers:\n  - {provider}\n"
+        if kind == "mirror":
+            text += f"registries:\n  registry.k8s.io: {{mirror: '{value}'}}\n"
+        if kind == "github":
+            env = {"GITHUB_API_URL": value}
+        spec.write_text(text)
+        result = run_airgap(
+            "collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "b.tar", env=env
+        )
+    hostile_outcome(result, secrets=(SECRET,))
+    assert not (tmp_path / "b.tar").exists()
+
+
+def test_secret_templates_are_0600_whatever_the_umask(
+    capi_bundle: CollectedBundle, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    old = os.umask(0)
+    try:
+        result = run_airgap(
+            "configmaps",
+            capi_bundle.path,
+            "--key",
+            capi_bundle.key.public,
+            "--registry",
+            f"127.0.0.1:9/{PREFIX}",
+            "--output-dir",
+            out,
+        )
+    finally:
+        os.umask(old)
+    assert result.returncode == 0, result.stderr
+    secrets = sorted((out / "operator" / "secrets").iterdir())
+    assert secrets
+    for path in out.rglob("*"):
+        if path.is_file():
+            expected = 0o600 if path.parent.name == "secrets" else 0o644
+            assert path.stat().st_mode & 0o777 == expected, path

@@ -10,22 +10,32 @@ import httpx
 import pytest
 
 from airgap.errors import AirgapError, HTTPStatusError, InputError, NetworkError, NotFoundError
-from airgap.http import build_client
+from airgap.http import build_client, ssl_context
 from airgap.providers.sources import (
     GitHubSource,
     HTTPDirectorySource,
     LocalRepositorySource,
     source_for,
 )
+from tests.harness.pki import Pki
 from tests.harness.releases import ReleaseServer
 
 TOKEN = "ghp_test-token-value-0123456789"
 NO_ENV: dict[str, str] = {}
+# the fake GitHub Enterprise is 127.0.0.1: a token goes there only when the user says so
+ENTERPRISE_ENV = {"GITHUB_TOKEN": TOKEN, "GITHUB_ENTERPRISE_HOSTS": "127.0.0.1"}
 
 
 @pytest.fixture
 def client() -> Iterator[httpx.Client]:
     with build_client(timeout=10) as http_client:
+        yield http_client
+
+
+@pytest.fixture
+def tls_client(pki: Pki) -> Iterator[httpx.Client]:
+    """A client trusting the test CA, for the HTTPS fake GitHub."""
+    with build_client(verify=ssl_context(str(pki.ca_cert)), timeout=10) as http_client:
         yield http_client
 
 
@@ -138,18 +148,19 @@ def test_fetch_downloads_through_the_asset_api(
 
 
 def test_token_goes_to_the_api_host_only(
-    release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
+    tls_release_server: ReleaseServer, tls_client: httpx.Client, tmp_path: Path
 ) -> None:
-    assert urlsplit(release_server.cdn_url).netloc != urlsplit(release_server.url).netloc
-    owner, repo = publish(release_server, [("v1.0.0", False, False), ("v1.1.0", False, False)])
-    release_server.set_page_size(owner, repo, 1)
-    release_server.clear_requests()
-    source = source_for(release_server.repo_url(owner, repo), client, {"GITHUB_TOKEN": TOKEN})
+    server = tls_release_server
+    assert urlsplit(server.cdn_url).netloc != urlsplit(server.url).netloc
+    owner, repo = publish(server, [("v1.0.0", False, False), ("v1.1.0", False, False)])
+    server.set_page_size(owner, repo, 1)
+    server.clear_requests()
+    source = source_for(server.repo_url(owner, repo), tls_client, ENTERPRISE_ENV)
     assert source.resolve_version("latest") == "v1.1.0"
     source.fetch("v1.1.0", "core-components.yaml", tmp_path / "c.yaml")
     assert (tmp_path / "c.yaml").read_bytes() == b"v1.1.0"
-    api = [r for r in release_server.requests() if r.server == "api"]
-    cdn = [r for r in release_server.requests() if r.server == "cdn"]
+    api = [r for r in server.requests() if r.server == "api"]
+    cdn = [r for r in server.requests() if r.server == "cdn"]
     assert len(api) == 4  # two list pages, the tag, the asset
     assert all(r.authorization == f"Bearer {TOKEN}" for r in api)
     assert len(cdn) == 1
@@ -167,35 +178,39 @@ def test_no_token_no_authorization(
 
 
 def test_token_is_read_from_the_environment(
-    release_server: ReleaseServer, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+    tls_release_server: ReleaseServer,
+    tls_client: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_ENTERPRISE_HOSTS", "ghe.example, 127.0.0.1")
     monkeypatch.delenv("GITHUB_API_URL", raising=False)
-    owner, repo = publish(release_server, [("v1.0.0", False, False)])
-    release_server.clear_requests()
-    source_for(release_server.repo_url(owner, repo), client).resolve_version("latest")
-    assert release_server.requests()[0].authorization == f"Bearer {TOKEN}"
+    owner, repo = publish(tls_release_server, [("v1.0.0", False, False)])
+    tls_release_server.clear_requests()
+    source_for(tls_release_server.repo_url(owner, repo), tls_client).resolve_version("latest")
+    assert tls_release_server.requests()[0].authorization == f"Bearer {TOKEN}"
 
 
 def test_github_api_url_override(
-    release_server: ReleaseServer,
-    client: httpx.Client,
+    tls_release_server: ReleaseServer,
+    tls_client: httpx.Client,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    owner, repo = publish(release_server, [("v3.1.0", False, False), ("v3.2.0", False, False)])
-    monkeypatch.setenv("GITHUB_API_URL", release_server.api_url)
+    server = tls_release_server
+    owner, repo = publish(server, [("v3.1.0", False, False), ("v3.2.0", False, False)])
+    monkeypatch.setenv("GITHUB_API_URL", server.api_url)  # HTTPS: its host gets the token
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
-    release_server.clear_requests()
+    monkeypatch.delenv("GITHUB_ENTERPRISE_HOSTS", raising=False)
+    server.clear_requests()
     # a github.com URL, answered by the fake server because the API URL is overridden
-    source = source_for(f"https://github.com/{owner}/{repo}/releases", client)
+    source = source_for(f"https://github.com/{owner}/{repo}/releases", tls_client)
     assert source.url == f"https://github.com/{owner}/{repo}/releases"
     assert source.resolve_version("latest") == "v3.2.0"
     source.fetch("v3.2.0", "metadata.yaml", tmp_path / "m.yaml")
     assert (tmp_path / "m.yaml").read_bytes() == b"tag v3.2.0\n"
-    assert all(
-        r.authorization == f"Bearer {TOKEN}" for r in release_server.requests() if r.server == "api"
-    )
+    api = [r for r in server.requests() if r.server == "api"]
+    assert api and all(r.authorization == f"Bearer {TOKEN}" for r in api)
 
 
 def test_missing_tag_names_url_and_tag(

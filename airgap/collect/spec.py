@@ -25,6 +25,7 @@ from airgap.limits import MAX_SPEC_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
+from airgap.redact import has_userinfo, redact_url, without_userinfo
 from airgap.reference import parse_reference
 
 LATEST = "latest"
@@ -335,11 +336,16 @@ def _describe(node: Node) -> str:
 
 
 def _check_url(text: str) -> str | None:
-    parts = urlsplit(text)
+    shown = redact_url(text)  # a URL may carry user:password@: never repeat it
+    try:
+        parts = urlsplit(text)
+        hostname = parts.hostname
+    except ValueError:
+        return f"invalid URL {shown!r}"
     if parts.scheme.lower() not in ("http", "https", "file"):
-        return f"unsupported URL {text!r} (use https://, http:// or file://)"
-    if parts.scheme.lower() != "file" and not parts.hostname:
-        return f"URL {text!r} has no host"
+        return f"unsupported URL {shown!r} (use https://, http:// or file://)"
+    if parts.scheme.lower() != "file" and not hostname:
+        return f"URL {shown!r} has no host"
     return None
 
 
@@ -350,6 +356,11 @@ def _check_filename(text: str) -> str | None:
 
 
 def _check_mirror(text: str) -> str | None:
+    if has_userinfo(text):  # a mirror's credentials live in docker's config.json
+        return (
+            f"mirror {without_userinfo(text)!r} carries credentials: put them in a "
+            "credentials file (docker config.json or REGISTRY_AUTH_FILE) instead"
+        )
     host = text.split("/", 1)[0]
     problem = f"invalid mirror {text!r} (expected HOST[:PORT][/PATH])"
     if not _HOST_RE.match(host) or ("." not in host and ":" not in host and host != "localhost"):

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from airgap.errors import InputError
+from airgap.redact import has_userinfo, without_userinfo
 from airgap.reference import Reference, parse_reference
 
 _HOST_PATH_RE = re.compile(r"[^a-z0-9._-]+")
@@ -28,6 +29,11 @@ class Target:
     @classmethod
     def parse(cls, text: str) -> Target:
         text = text.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
+        if has_userinfo(text):  # never repeated: it holds a password
+            raise InputError(
+                f"--registry {without_userinfo(text)!r}: credentials do not belong in the "
+                "registry name; use --username with --password-stdin, or a credentials file"
+            )
         host, _, prefix = text.partition("/")
         if not host:
             raise InputError(f"--registry {text!r}: expected HOST[:PORT][/PREFIX]")

@@ -30,6 +30,12 @@ from airgap.providers.semver import highest
 LATEST = "latest"
 GITHUB_API = "https://api.github.com"
 GITHUB_API_VERSION = "2022-11-28"
+GITHUB_API_HOST = "api.github.com"
+ENTERPRISE_HOSTS_ENV = "GITHUB_ENTERPRISE_HOSTS"
+TOKEN_HINT = (
+    "set GITHUB_TOKEN to raise it; it is sent over HTTPS only, to api.github.com, "
+    f"GITHUB_API_URL's host and the hosts listed in {ENTERPRISE_HOSTS_ENV}"
+)
 # A guard against a server whose "next" links never end; 1000 pages of 100 releases.
 MAX_RELEASE_PAGES = 1000
 
@@ -123,12 +129,34 @@ class _Located:
         return self._pinned_file
 
 
+def token_allowed(api_base: str, env: Mapping[str, str]) -> bool:
+    """Whether ``GITHUB_TOKEN`` may be sent to the API at ``api_base``: over HTTPS only,
+    and only to api.github.com, to ``GITHUB_API_URL``'s host, or to a host the user
+    lists in ``GITHUB_ENTERPRISE_HOSTS`` (comma-separated ``HOST`` or ``HOST:PORT``).
+    A provider URL in a spec is not enough: a spec may come from anyone."""
+    try:
+        url = httpx.URL(api_base)
+    except httpx.InvalidURL:
+        return False
+    if url.scheme != "https" or not url.host:
+        return False
+    host = url.host.lower()
+    allowed = {GITHUB_API_HOST}
+    override = env.get("GITHUB_API_URL", "").strip()
+    if override:
+        allowed.add((urlsplit(override).hostname or "").lower())
+    listed = env.get(ENTERPRISE_HOSTS_ENV, "").split(",")
+    allowed.update(entry.strip().lower() for entry in listed if entry.strip())
+    return host in allowed or (url.port is not None and f"{host}:{url.port}" in allowed)
+
+
 class GitHubSource(_Located):
     """Releases of a GitHub or GitHub Enterprise repository, read through the REST API.
 
     The API (not the web download URLs) is used so that "latest" can be resolved, drafts
     and pre-releases skipped, and ``GITHUB_TOKEN`` applied to raise the rate limit. The
-    token goes to the API origin only; asset downloads redirect to another host
+    token goes to the API origin only, and only when that origin is one the token is
+    meant for (``token_allowed``); asset downloads redirect to another host
     (objects.githubusercontent.com), and httpx drops Authorization on such redirects.
     """
 
@@ -175,6 +203,8 @@ class GitHubSource(_Located):
         else:  # GitHub Enterprise serves its API under /api/v3 on the same host
             api_base = f"{parts.scheme.lower()}://{netloc}/api/v3"
         token = env.get("GITHUB_TOKEN", "").strip() or None
+        if token and not token_allowed(api_base, env):
+            token = None  # a spec names hosts; the user's token is not theirs to have
         return cls(
             url=base_url,
             owner=owner,
@@ -278,7 +308,7 @@ class GitHubSource(_Located):
         if status in (403, 429) and response.headers.get("x-ratelimit-remaining") == "0":
             raise HTTPStatusError(
                 f"{what}: GET {redact_url(url)}: HTTP {status} GitHub API rate limit exceeded "
-                "(set GITHUB_TOKEN to raise it)",
+                f"({TOKEN_HINT})",
                 status,
             )
         raise status_error(response, what)
@@ -338,11 +368,14 @@ class LocalRepositorySource(_Located):
         parts = urlsplit(url.strip())
         if parts.netloc not in ("", "localhost"):
             raise InputError(
-                f"file URL {url!r} names host {parts.netloc!r}: use file:///ABSOLUTE/PATH"
+                f"file URL {redact_url(url)!r} names host {parts.hostname!r}: "
+                "use file:///ABSOLUTE/PATH"
             )
         path = Path(url2pathname(unquote(parts.path)))
         if not path.is_absolute():
-            raise InputError(f"file URL {url!r} is not absolute: use file:///ABSOLUTE/PATH")
+            raise InputError(
+                f"file URL {redact_url(url)!r} is not absolute: use file:///ABSOLUTE/PATH"
+            )
         self._pinned_version: str | None = None
         self._pinned_file: str | None = None
         if path.name.endswith(_YAML_SUFFIXES) and not path.is_dir():

@@ -17,6 +17,7 @@ import httpx
 
 from airgap import http
 from airgap.errors import AuthError
+from airgap.reference import is_loopback_host
 from airgap.registry.credentials import Credentials
 
 _PARAM_RE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
@@ -41,6 +42,21 @@ def parse_challenge(header: str) -> Challenge:
 
 def repository_scope(repository: str, actions: str) -> str:
     return f"repository:{repository}:{actions}"
+
+
+def may_carry_credentials(realm: str, registry_host: str) -> bool:
+    """Whether the registry's credentials may go to its token service ``realm``: the
+    registry names it (as docker's protocol has it), but never in clear text to another
+    host; plain HTTP is for the registry's own host or loopback."""
+    try:
+        url = httpx.URL(realm)
+    except httpx.InvalidURL:
+        return False
+    if url.scheme == "https":
+        return True
+    own = httpx.URL(f"http://{registry_host}").host
+    loopback = url.host == "::1" or is_loopback_host(url.host)
+    return url.scheme == "http" and (url.host == own or loopback)
 
 
 def basic_header(credentials: Credentials) -> str:
@@ -105,6 +121,12 @@ class Authenticator:
             params.append(("service", challenge.params["service"]))
         params.extend(("scope", scope) for scope in scopes)
         headers = {"Authorization": basic_header(self._credentials)} if self._credentials else {}
+        if headers and not may_carry_credentials(realm, self.host):
+            raise AuthError(
+                f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
+                "HTTP on another host; credentials are only sent there over HTTPS",
+                401,
+            )
         url = httpx.URL(realm).copy_merge_params(params)
         response = http.send(
             self._client,

@@ -145,11 +145,14 @@ class Registry:
         self.ping()
         if not url.startswith(("http://", "https://")):
             url = self._url(url)
+        # credentials belong to this registry's origin: an upload Location on another
+        # host (or scheme, or port) gets none, and its challenges are not believed
+        own = self._is_own(url)
         refresh = False
         for _ in range(2):
             request_headers = dict(headers or {})
             try:
-                authorization = self._auth.header(scopes, refresh=refresh)
+                authorization = self._auth.header(scopes, refresh=refresh) if own else None
             except HTTPStatusError as exc:  # the token service refused: say what we were doing
                 raise type(exc)(f"{what}: {exc}", exc.status) from None
             if authorization:
@@ -162,7 +165,8 @@ class Registry:
             response = http.send(self._client, build, policy=self._policy, stream=stream)
             if response.status_code in ok:
                 return response
-            if response.status_code == 401 and not refresh:
+            answered_by_us = own and self._is_own(response.url)  # not a redirect target
+            if response.status_code == 401 and not refresh and answered_by_us:
                 header = response.headers.get("WWW-Authenticate")
                 if header:
                     self._auth.learn(parse_challenge(header))
@@ -173,7 +177,7 @@ class Registry:
                 response.close()
                 return None
             try:
-                if response.status_code in (401, 403):
+                if response.status_code in (401, 403) and answered_by_us:
                     raise self._auth.denied(response.status_code, what)
                 raise http.status_error(response, what)
             finally:
@@ -351,6 +355,14 @@ class Registry:
                 missing_ok=True,
             )
 
+    def _is_own(self, url: str | httpx.URL) -> bool:
+        """Whether ``url`` is on this registry's origin (scheme, host and port): the only
+        place its credentials are sent."""
+        try:
+            return _origin(httpx.URL(str(url))) == _origin(httpx.URL(self.base_url))
+        except httpx.InvalidURL:
+            return False
+
     def _location(self, location: str) -> str:
         return urljoin(self.base_url + "/", location)
 
@@ -481,6 +493,11 @@ class Registry:
         )
         assert response is not None
         response.close()
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host.lower(), url.port or default
 
 
 class _Final(Exception):

@@ -18,10 +18,12 @@ import itertools
 import json
 import re
 import socket
+import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -29,6 +31,7 @@ import pytest
 import yaml
 
 from airgap.providers.types import ProviderType
+from tests.harness.pki import Pki
 
 __all__ = [
     "Asset",
@@ -93,9 +96,13 @@ class _Fault:
 
 
 class ReleaseServer:
-    """Fake GitHub: an API/web server and a separate download ("cdn") server."""
+    """Fake GitHub: an API/web server and a separate download ("cdn") server.
 
-    def __init__(self) -> None:
+    With ``tls=(cert, key)`` the API/web server speaks HTTPS (a GitHub that may be sent
+    a token); the download server stays plain HTTP on another address either way."""
+
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        self._tls = tls
         self._lock = threading.Lock()
         self._ids = itertools.count(1000)
         self._repo_ids = itertools.count(1)
@@ -116,7 +123,8 @@ class ReleaseServer:
         api = self._serve("127.0.0.1", "api")
         cdn_host = "127.0.0.2" if _can_bind("127.0.0.2") else "127.0.0.1"
         cdn = self._serve(cdn_host, "cdn")
-        self.url = f"http://127.0.0.1:{api.server_address[1]}"
+        scheme = "https" if self._tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{api.server_address[1]}"
         self.cdn_url = f"http://{cdn_host}:{cdn.server_address[1]}"
         return self
 
@@ -141,8 +149,13 @@ class ReleaseServer:
         class Handler(_Handler):
             release_server = owner
             server_role = role
+            scheme = "https" if owner._tls and role == "api" else "http"
 
         server = ThreadingHTTPServer((host, 0), Handler)
+        if self._tls and role == "api":
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self._tls)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
         server.daemon_threads = True
         thread = threading.Thread(
             target=server.serve_forever, name=f"release-server-{role}", daemon=True
@@ -286,6 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     release_server: ReleaseServer
     server_role: str
+    scheme: str = "http"
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -373,7 +387,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _base(self) -> str:
         host = self.headers.get("Host") or "127.0.0.1"  # HTTP/1.1 clients always send Host
-        return f"http://{host}"
+        return f"{self.scheme}://{host}"
 
     def _release_json(self, release: Release) -> dict[str, Any]:
         base = self._base()
@@ -575,6 +589,17 @@ def make_release_files(
 def release_server() -> Iterator[ReleaseServer]:
     """One fake GitHub for the whole session; use ``new_repo()`` for isolation."""
     server = ReleaseServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_release_server(pki: Pki) -> Iterator[ReleaseServer]:
+    """A fake GitHub whose API speaks HTTPS with the test PKI (trust ``pki.ca_cert``):
+    the only kind a ``GITHUB_TOKEN`` may be sent to."""
+    server = ReleaseServer(tls=(pki.server_cert, pki.server_key)).start()
     try:
         yield server
     finally:
