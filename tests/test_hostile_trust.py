@@ -421,7 +421,7 @@ def test_collect_refuses_a_registry_digest_that_is_not_a_digest(
         result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", out / "b.tar")
     finally:
         registry.stop()
-    line = hostile_outcome(result, registry.host, "digest")
+    line = hostile_outcome(result, "manifest.layers[0].digest", digest[:12])
     assert result.returncode == 1, line
     assert snapshot(tmp_path) == before  # no bundle, no staging left, nothing beside
     assert not any(".." in path or "/x" in path for path in registry.paths)

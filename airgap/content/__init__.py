@@ -1,1 +1,0 @@
-"""Content a bundle carries besides providers: cert-manager, the operator, templates."""
