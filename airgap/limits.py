@@ -40,6 +40,13 @@ MAX_COMPONENTS_DEPTH = 100
 # Nodes that aliases may stand for, in all, in one components file (real ones use none).
 MAX_COMPONENTS_ALIAS_NODES = 100_000
 
+# -- Helm chart packages (Helm's own caps: a chart unpacks to 100 MiB at most, and
+# none of its files is larger than 5 MiB) --------------------------------------------------
+MAX_CHART_UNPACKED_BYTES = 100 * MiB
+MAX_CHART_FILE_BYTES = 5 * MiB
+# Members of a chart package (Helm has no cap; real charts have tens to hundreds).
+MAX_CHART_MEMBERS = 10_000
+
 # -- HTTP bodies ---------------------------------------------------------------------------
 # One page of the GitHub releases API (100 releases with notes and asset lists).
 MAX_API_JSON_BYTES = 32 * MiB

@@ -50,6 +50,20 @@ class ProviderRecord:
 
 
 @dataclass(frozen=True)
+class ContentRecord:
+    """Content carried besides providers: cert-manager, the Cluster API operator, a
+    provider version's cluster templates (``airgap.content.kinds`` says which kinds
+    exist, where their files live and which files they may hold)."""
+
+    kind: str  # certManager, operator, templates
+    name: str  # cert-manager, cluster-api-operator, or the provider's label (templates)
+    version: str
+    source: str
+    files: list[str]  # bundle paths, all in the kind's directory
+    images: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class ImageRecord:
     reference: str  # the normalised original reference, also its ref.name in the layout
     digest: str  # digest of the top manifest or index stored in the bundle
@@ -68,6 +82,7 @@ class BundleManifest:
     images: list[ImageRecord]
     files: list[FileRecord]
     format_version: int = FORMAT_VERSION
+    contents: list[ContentRecord] = field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         """Deterministic JSON: the exact bytes that get signed."""
@@ -79,6 +94,8 @@ class BundleManifest:
             "images": [_camel(asdict(i)) for i in self.images],
             "files": [asdict(f) for f in self.files],
         }
+        if self.contents:  # absent otherwise: a providers-only bundle reads as before
+            document["contents"] = [_camel(asdict(c)) for c in self.contents]
         return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
 
     @classmethod
@@ -102,6 +119,7 @@ class BundleManifest:
                 providers=[_record(ProviderRecord, p) for p in document.objects("providers")],
                 images=[_record(ImageRecord, i) for i in document.objects("images")],
                 files=[_record(FileRecord, f) for f in document.objects("files")],
+                contents=[_record(ContentRecord, c) for c in document.objects("contents")],
             )
         except JSONShapeError as exc:
             raise BundleError(f"malformed bundle manifest: {exc}") from None
@@ -126,7 +144,7 @@ def _camel_key(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord)
+_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord, ContentRecord)
 # How each field type a record declares is read (annotations are strings here).
 _READERS: dict[str, Callable[[Fields, str], Any]] = {
     "str": Fields.text,

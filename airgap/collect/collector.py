@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
+
 from airgap import __version__, http
 from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
+    ContentRecord,
     FileRecord,
     ImageRecord,
     ProviderRecord,
@@ -30,6 +33,8 @@ from airgap.bundle.format import (
 from airgap.bundle.writer import PlannedMember, TarPlan
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
+from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
+from airgap.content.kinds import ContentKind
 from airgap.errors import InputError
 from airgap.fsutil import atomic_writer
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
@@ -72,21 +77,24 @@ def collect(
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     try:
-        providers = _fetch_providers(spec, staging, progress)
-        _check_contracts(providers, spec_path)  # before any image is downloaded
+        with http.build_client() as client:
+            providers = _fetch_providers(spec, staging, progress, client)
+            _check_contracts(providers, spec_path)  # before any image is downloaded
+            contents = _fetch_contents(spec, providers, staging, progress, client)
         with RegistryPool(spec.registries, max_connections=max(concurrency, 4)) as pool:
             copier = ImageCopier(
                 pool, platforms=spec.platforms, concurrency=concurrency, progress=progress
             )
-            images = copier.resolve(_image_references(spec, providers))
+            images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
-            members = _members(providers, images, staging)
+            members = _members(providers, contents, images, staging)
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
                 providers=[_provider_record(p, staging) for p in providers],
                 images=[_image_record(i) for i in images],
                 files=[_file_record(m) for m in members],
+                contents=[_content_record(c, staging) for c in contents],
             )
             data = manifest.to_bytes()
             plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
@@ -99,15 +107,44 @@ def collect(
     return CollectResult(output, manifest, time.monotonic() - started)
 
 
-def _fetch_providers(spec: BundleSpec, staging: Path, progress: Progress) -> list[FetchedProvider]:
+def _fetch_providers(
+    spec: BundleSpec, staging: Path, progress: Progress, client: httpx.Client
+) -> list[FetchedProvider]:
     fetched: dict[tuple[str, str, str], FetchedProvider] = {}
-    with http.build_client() as client:
-        for provider in spec.providers:
-            progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
-            result = fetch_provider(provider, staging, client)
-            # `latest` may resolve to a version that is also listed explicitly
-            fetched.setdefault((result.type.kind, result.name, result.version), result)
+    for provider in spec.providers:
+        progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
+        result = fetch_provider(provider, staging, client)
+        # `latest` may resolve to a version that is also listed explicitly
+        fetched.setdefault((result.type.kind, result.name, result.version), result)
     return list(fetched.values())
+
+
+def _fetch_contents(
+    spec: BundleSpec,
+    providers: list[FetchedProvider],
+    staging: Path,
+    progress: Progress,
+    client: httpx.Client,
+) -> list[FetchedContent]:
+    """cert-manager and the operator as the spec asks, then each infrastructure
+    provider version's cluster templates (unless ``templates: false``), all through
+    one fetch path. Templates are read from infrastructure providers only: that is
+    where ``clusterctl generate cluster`` looks for flavors and ClusterClasses, and
+    the other providers of a monorepo release would carry the same files again."""
+    requests = [request_for(entry, client) for entry in spec.contents]
+    if spec.templates:
+        requests += [
+            ContentRequest(ContentKind.TEMPLATES, p.label, p.version, p.release)
+            for p in providers
+            if p.release is not None and p.type is ProviderType.INFRASTRUCTURE
+        ]
+    fetched: list[FetchedContent] = []
+    for request in requests:
+        progress.note(f"fetching {request.kind.title} {request.name} {request.version}")
+        result = fetch_content(request, staging)
+        if result is not None:
+            fetched.append(result)
+    return fetched
 
 
 def _check_contracts(providers: list[FetchedProvider], spec_path: Path) -> None:
@@ -130,10 +167,15 @@ def _check_contracts(providers: list[FetchedProvider], spec_path: Path) -> None:
         )
 
 
-def _image_references(spec: BundleSpec, providers: list[FetchedProvider]) -> list[Reference]:
-    """Provider images then extra images, each once, in first-seen order."""
+def _image_references(
+    spec: BundleSpec, providers: list[FetchedProvider], contents: list[FetchedContent]
+) -> list[Reference]:
+    """Provider images, content images, then extra images, each once, in first-seen
+    order."""
     seen: dict[str, Reference] = {}
-    for text in [image for p in providers for image in p.images] + list(spec.images):
+    texts = [image for p in providers for image in p.images]
+    texts += [image for c in contents for image in c.images]
+    for text in texts + list(spec.images):
         ref = parse_reference(text)
         seen.setdefault(str(ref), ref)
     return list(seen.values())
@@ -157,6 +199,17 @@ def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord
     )
 
 
+def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
+    return ContentRecord(
+        kind=content.kind.value,
+        name=content.name,
+        version=content.version,
+        source=content.source,
+        files=[_relative(path, staging) for path in content.files],
+        images=[str(parse_reference(image)) for image in content.images],
+    )
+
+
 def _image_record(image: ResolvedImage) -> ImageRecord:
     return ImageRecord(
         reference=str(image.reference),
@@ -170,15 +223,17 @@ def _image_record(image: ResolvedImage) -> ImageRecord:
 
 
 def _members(
-    providers: list[FetchedProvider], images: list[ResolvedImage], staging: Path
+    providers: list[FetchedProvider],
+    contents: list[FetchedContent],
+    images: list[ResolvedImage],
+    staging: Path,
 ) -> list[PlannedMember]:
-    """Every member but the manifest and signature, in tar order: provider files, the
-    layout's metadata, then blobs by digest (in memory, or left to be downloaded)."""
-    members = [
-        PlannedMember(_relative(path, staging), path.stat().st_size, path=path)
-        for provider in providers
-        for path in (provider.metadata_path, provider.components_path)
-    ]
+    """Every member but the manifest and signature, in tar order: provider files,
+    content files, the layout's metadata, then blobs by digest (in memory, or left to
+    be downloaded)."""
+    paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
+    paths += [path for content in contents for path in content.files]
+    members = [PlannedMember(_relative(p, staging), p.stat().st_size, path=p) for p in paths]
     entries = [(str(i.reference), i.top.descriptor()) for i in images]
     for name, data in ((OCI_LAYOUT_FILE, OCI_LAYOUT_CONTENT), (INDEX_FILE, index_json(entries))):
         members.append(PlannedMember(f"{IMAGES_DIR}/{name}", len(data), data=data))

@@ -9,18 +9,17 @@ one clusterctl will refuse to install.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from airgap import phases
-from airgap.collect.spec import ProviderSpec
 from airgap.errors import AirgapError, InputError
 from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
-from airgap.providers.types import ProviderType
+from airgap.providers.types import ProviderSpec, ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 
 PROVIDERS_DIR = "providers"
@@ -39,6 +38,8 @@ class FetchedProvider:
     metadata_path: Path
     components_path: Path
     images: list[str]
+    # where the release came from, to read more of its files (its cluster templates)
+    release: ReleaseSource | None = field(default=None, compare=False, repr=False)
 
 
 def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) -> FetchedProvider:
@@ -91,6 +92,7 @@ def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) ->
         metadata_path=metadata_path,
         components_path=components_path,
         images=components.images,
+        release=source,
     )
 
 

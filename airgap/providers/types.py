@@ -9,6 +9,7 @@ tool can never silently disagree with another about which provider it carries.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from airgap.errors import InputError
 
@@ -66,6 +67,19 @@ class ProviderType(enum.Enum):
                 return member
         valid = ", ".join(member.kind for member in cls)
         raise InputError(f"unknown provider type {text!r}: valid types are {valid}")
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One provider to collect, as a spec asks for it; ``url`` None means the built-in
+    table must know it. Lives here, below the spec reader, so that fetching a provider
+    never depends on how a spec file is read."""
+
+    name: str
+    type: ProviderType
+    version: str
+    url: str | None = None
+    components_file: str | None = None
 
 
 _OPERATOR_TYPES: dict[ProviderType, str] = {

@@ -26,6 +26,7 @@ from airgap.errors import BundleError, SignatureError
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
 from airgap.verify.content import check_layout, check_providers
+from airgap.verify.contents import check_contents
 from airgap.verify.findings import Failure
 from airgap.verify.names import check_names
 from airgap.verify.scan import Member, ScanResult, scan
@@ -150,6 +151,7 @@ def verify_bundle(
         bundle.failures.extend(check_names(result.manifest))
         bundle.failures.extend(check_layout(result.manifest, read, present))
         bundle.failures.extend(check_providers(result.manifest, read, present))
+        bundle.failures.extend(check_contents(result.manifest, read, present))
     return bundle
 
 

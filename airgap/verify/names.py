@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from airgap.bundle.format import PROVIDERS_DIR, BundleManifest, ImageRecord, ProviderRecord
+from airgap.bundle.format import (
+    PROVIDERS_DIR,
+    BundleManifest,
+    ContentRecord,
+    ImageRecord,
+    ProviderRecord,
+)
+from airgap.content.kinds import name_problem, parse_kind
 from airgap.errors import InputError
 from airgap.names import (
     contract_problem,
@@ -41,7 +48,42 @@ def check_names(manifest: BundleManifest) -> list[Failure]:
         problem = next(_image_problems(image), None)
         if problem:
             failures.append(Failure("image", f"images[{number}]", problem))
+    for number, content in enumerate(manifest.contents):
+        problem = next(_content_problems(content), None)
+        if problem:
+            failures.append(Failure("content", f"contents[{number}]", problem))
     return failures
+
+
+def _content_problems(content: ContentRecord) -> Iterator[str]:
+    """Why a content record's names are refused: its kind must be known, its name and
+    version of the one strict form, every file in the kind's directory and one the
+    kind may hold (``airgap.content.kinds``)."""
+    kind = parse_kind(content.kind)
+    if kind is None:
+        yield f"unknown content kind {shown(content.kind)}"
+        return
+    for problem in (name_problem(kind, content.name), version_problem(content.version)):
+        if problem:
+            yield problem
+            return
+    directory = kind.directory(content.name, content.version)
+    if not content.files:
+        yield f"{kind.title} {content.version} holds no files"
+    for path in content.files:
+        folder, _, name = path.rpartition("/")
+        if folder != directory:
+            yield f"file {shown(path)} is not in {directory}/"
+            return
+        problem = kind.file_problem(name, content.version)
+        if problem:
+            yield problem
+    if not _printable(content.source):
+        yield f"source {shown(content.source)} is not one printable line"
+    for image in content.images:
+        problem = _reference_problem(image)
+        if problem:
+            yield f"image {problem}"
 
 
 def _provider_problems(provider: ProviderRecord) -> Iterator[str]:

@@ -7,6 +7,7 @@ forbiddenTags: [latest]
 requiredPlatforms: [linux/amd64, linux/arm64]   # present in every multi-arch image
 maxAge: 30d                     # s, m, h, d or w
 requiredProviderTypes: [CoreProvider, InfrastructureProvider]
+requiredContent: [certManager, operator, templates]   # what a management cluster needs
 ```
 Each rule yields a pass/fail result naming the offending items.
 """
@@ -25,6 +26,7 @@ import yaml
 
 from airgap import yamlsafe
 from airgap.bundle.format import BundleManifest
+from airgap.content.kinds import ContentKind, parse_kind
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_POLICY_BYTES
@@ -60,6 +62,7 @@ class Policy:
     required_platforms: tuple[str, ...] = ()
     max_age: timedelta | None = None
     required_provider_types: tuple[str, ...] = ()
+    required_content: tuple[str, ...] = ()
 
 
 _KEYS = {
@@ -69,6 +72,7 @@ _KEYS = {
     "requiredPlatforms",
     "maxAge",
     "requiredProviderTypes",
+    "requiredContent",
 }
 
 
@@ -101,6 +105,7 @@ def load_policy(path: Path) -> Policy:
         required_platforms=_platforms_of(document, path),
         max_age=_age(document.get("maxAge"), path),
         required_provider_types=_types_of(document, path),
+        required_content=_content_of(document, path),
     )
 
 
@@ -123,6 +128,15 @@ def _types_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
         except InputError as exc:
             raise SpecError(f"{path}: requiredProviderTypes: {exc}") from exc
     return tuple(kinds)
+
+
+def _content_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
+    kinds = _strings(document, "requiredContent", path)
+    for kind in kinds:
+        if parse_kind(kind) is None:
+            known = ", ".join(k.value for k in ContentKind)
+            raise SpecError(f"{path}: requiredContent: unknown kind {kind!r} (known: {known})")
+    return kinds
 
 
 def _strings(document: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
@@ -162,6 +176,7 @@ def evaluate(
         (bool(policy.required_platforms), lambda: _platforms(policy, manifest)),
         (policy.max_age is not None, lambda: _age_rule(policy, manifest, now)),
         (bool(policy.required_provider_types), lambda: _types(policy, manifest)),
+        (bool(policy.required_content), lambda: _content(policy, manifest)),
     ]
     return [rule() for enabled, rule in rules if enabled]
 
@@ -261,3 +276,9 @@ def _types(policy: Policy, manifest: BundleManifest) -> RuleResult:
     present = {p.type for p in manifest.providers}
     offending = [t for t in policy.required_provider_types if t not in present]
     return _result("requiredProviderTypes", offending, "required provider types missing")
+
+
+def _content(policy: Policy, manifest: BundleManifest) -> RuleResult:
+    present = {c.kind for c in manifest.contents}
+    offending = [kind for kind in policy.required_content if kind not in present]
+    return _result("requiredContent", offending, "required content missing")

@@ -50,9 +50,10 @@ class Report:
             )
         if not self.ok or manifest is None:
             return f"Bundle NOT verified: {len(self.failures)} failure(s)"
+        contents = f"{len(manifest.contents)} content sets, " if manifest.contents else ""
         return (
             f"Bundle verified: {self._signed()}, {len(manifest.providers)} providers, "
-            f"{len(manifest.images)} images, {human_size(manifest.total_size)}"
+            f"{contents}{len(manifest.images)} images, {human_size(manifest.total_size)}"
         )
 
     def text(self) -> str:
@@ -104,6 +105,17 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
             }
             for p in manifest.providers
         ],
+        "contents": [
+            {
+                "kind": c.kind,
+                "name": c.name,
+                "version": c.version,
+                "source": c.source,
+                "files": c.files,
+                "images": c.images,
+            }
+            for c in manifest.contents
+        ],
         "images": [
             {
                 "reference": i.reference,
@@ -130,7 +142,20 @@ def inventory_tables(manifest: BundleManifest) -> str:
             for i in manifest.images
         ],
     )
-    return f"{providers}\n\n{images}"
+    if not manifest.contents:
+        return f"{providers}\n\n{images}"
+    contents = table(
+        ["CONTENT", "NAME", "VERSION", "FILES", "IMAGES"],
+        [
+            [c.kind, c.name, c.version, _file_names(c.files), str(len(c.images))]
+            for c in manifest.contents
+        ],
+    )
+    return f"{providers}\n\n{contents}\n\n{images}"
+
+
+def _file_names(paths: list[str]) -> str:
+    return ", ".join(path.rsplit("/", 1)[1] for path in paths)
 
 
 def _platforms_cell(image: ImageRecord) -> str:

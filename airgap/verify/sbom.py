@@ -2,7 +2,8 @@
 
 Images become packages identified by ``pkg:oci`` purls (digest in the version, as the
 purl spec has it: ``pkg:oci/NAME@sha256%3AHEX?repository_url=...&tag=...``); provider
-files become files with their sha256. Output is deterministic for a given bundle.
+and content files (cert-manager, the operator, templates) become files with their
+sha256. Output is deterministic for a given bundle.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def image_purl(image: ImageRecord) -> str:
 
 
 def _provider_files(manifest: BundleManifest) -> list[FileRecord]:
+    """Every release file: providers' metadata and components, then content files
+    (cert-manager, the operator's manifest and chart, cluster templates)."""
     wanted = {path for p in manifest.providers for path in (p.metadata, p.components)}
+    wanted |= {path for content in manifest.contents for path in content.files}
     return [f for f in manifest.files if f.path in wanted]
 
 

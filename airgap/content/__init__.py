@@ -1,0 +1,1 @@
+"""Content a bundle carries besides providers: cert-manager, the operator, templates."""

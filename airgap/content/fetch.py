@@ -1,0 +1,149 @@
+"""Fetch content (cert-manager, the operator, cluster templates) and find its images.
+
+One path for every kind: resolve the version at the release source (any source a
+provider may come from), pick the files the kind takes (required, optional when the
+release has them, or matched by name in the release's file list), download them
+beside each other in the bundle's layout, and discover the images each one runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from airgap.content.chart import read_chart
+from airgap.content.kinds import ContentKind, ContentSpec, is_chart, is_manifest
+from airgap.errors import AirgapError, InputError, NotFoundError
+from airgap.limits import MAX_RELEASE_FILE_BYTES
+from airgap.providers.components import lenient_images, parse_components
+from airgap.providers.sources import ReleaseSource, source_for
+
+
+@dataclass(frozen=True)
+class ContentRequest:
+    """What to fetch: a kind, its name, a version (or ``latest``) and the source."""
+
+    kind: ContentKind
+    name: str
+    version: str
+    source: ReleaseSource
+
+
+@dataclass(frozen=True)
+class FetchedContent:
+    """Downloaded content; paths absolute, images normalised in first-seen order."""
+
+    kind: ContentKind
+    name: str
+    version: str
+    source: str
+    files: list[Path]
+    images: list[str]
+    # images left to variables nobody defaults (templates), one line each
+    unresolved: list[str] = field(default_factory=list)
+
+
+def request_for(spec: ContentSpec, client: httpx.Client) -> ContentRequest:
+    """The request a spec entry makes (cert-manager, the operator)."""
+    source = source_for(spec.source_url, client)
+    name = spec.kind.fixed_name
+    assert name is not None
+    version = spec.version
+    pinned = source.pinned_version
+    if pinned is not None and pinned != version:
+        if version not in ("latest", pinned) and pinned != "latest":
+            raise InputError(
+                f"{spec.kind.title}: version {version} conflicts with version {pinned} "
+                f"in url {source.url}"
+            )
+        version = pinned if version == "latest" else version
+    return ContentRequest(spec.kind, name, version, source)
+
+
+def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | None:
+    """Download ``request``'s files into ``dest_root/DIRECTORY/``; None when the kind
+    takes nothing from this release (a provider release without templates)."""
+    kind, source = request.kind, request.source
+    version = source.resolve_version(request.version)
+    who = f"{kind.title} {version} from {source.url}"
+    names = _select(kind, version, source, who)
+    if not names:
+        return None
+    directory = (dest_root / kind.directory(request.name, version)).absolute()
+    files: list[Path] = []
+    for name, required in names:
+        path = directory / name
+        try:
+            source.fetch(version, name, path)
+        except NotFoundError:
+            if required:
+                raise
+            continue
+        files.append(path)
+    if not files:
+        return None
+    images, unresolved = discover(kind, files, who)
+    return FetchedContent(kind, request.name, version, source.url, files, images, unresolved)
+
+
+def _select(
+    kind: ContentKind, version: str, source: ReleaseSource, who: str
+) -> list[tuple[str, bool]]:
+    """``(file, required)`` pairs to fetch, in a stable order. A source that cannot
+    list its files (a plain HTTP directory without an index page) gets every optional
+    file tried, and no templates: their names cannot be guessed."""
+    required = kind.required_files(version)
+    optional = kind.optional_files(version)
+    listing = source.list_files(version) if optional or not required else None
+    if listing is not None:
+        missing = [name for name in required if name not in listing]
+        if missing:
+            raise NotFoundError(
+                f"{who}: the release has no {', '.join(missing)} "
+                f"(files: {', '.join(listing) or 'none'})",
+                404,
+            )
+        optional = [name for name in optional if name in listing]
+    wanted = [(name, True) for name in required] + [(name, False) for name in optional]
+    wanted += [(name, False) for name in kind.listed_files(listing or [])]
+    return list(dict.fromkeys(wanted))
+
+
+def discover(kind: ContentKind, files: Iterable[Path], who: str) -> tuple[list[str], list[str]]:
+    """Images every file runs: manifests like components (templates leniently: an
+    image only a variable names is reported, not carried), charts from their values."""
+    images: dict[str, None] = {}
+    unresolved: list[str] = []
+    for path in files:
+        origin = f"{path.name} of {who}"
+        if is_chart(path.name):
+            chart = read_chart(_read_bytes(path), origin)
+            images.update(dict.fromkeys(chart.image_references))
+            unresolved.extend(f"{origin}: {warning}" for warning in chart.warnings)
+        elif is_manifest(path.name):
+            text = _read_text(path)
+            if kind is ContentKind.TEMPLATES:
+                found, problems = lenient_images(text, origin)
+                unresolved.extend(problems)
+            else:
+                found = parse_components(text, origin).images
+            images.update(dict.fromkeys(found))
+    return list(images), unresolved
+
+
+def _read_bytes(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        data = handle.read(MAX_RELEASE_FILE_BYTES + 1)
+    if len(data) > MAX_RELEASE_FILE_BYTES:
+        raise AirgapError(f"{path}: larger than {MAX_RELEASE_FILE_BYTES >> 20} MiB")
+    return data
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return _read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise AirgapError(f"{path}: not UTF-8 text") from None

@@ -1,0 +1,169 @@
+"""What a bundle carries besides provider releases, kind by kind (pure).
+
+A management cluster needs more than providers: cert-manager (``clusterctl init``
+installs it first, from its release manifest), the Cluster API operator (its own
+manifest, and its Helm chart when the release has one) and the infrastructure
+providers' cluster templates (``clusterctl generate cluster`` reads flavors and
+ClusterClasses from the infrastructure provider's repository). Each of these is *content*: a named,
+versioned set of release files with the images they use, recorded in the bundle
+manifest as one ``ContentRecord``. Collect, verify, the inventory, policy and import
+treat every kind through the one path this table describes; a kind only says where
+its files come from, which files it takes and where they live in the bundle.
+
+Files are told apart by name: ``*.yaml`` files are manifests (images discovered and
+rewritten line by line, like components), ``*.tgz`` files are Helm chart packages
+(images read from ``values.yaml``; the package travels byte for byte).
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airgap.names import file_name_problem, provider_name_problem
+
+CONTENT_DIR = "content"
+PROVIDERS_DIR = "providers"  # templates live beside their provider's components
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+CHART_SUFFIX = ".tgz"
+
+CERT_MANAGER_NAME = "cert-manager"
+CERT_MANAGER_URL = "https://github.com/cert-manager/cert-manager/releases"
+CERT_MANAGER_FILE = "cert-manager.yaml"
+OPERATOR_NAME = "cluster-api-operator"
+OPERATOR_URL = "https://github.com/kubernetes-sigs/cluster-api-operator/releases"
+OPERATOR_FILE = "operator-components.yaml"
+# clusterctl's flavors: cluster-template.yaml, cluster-template-FLAVOR.yaml, and the
+# ClusterClasses they use (clusterclass-NAME.yaml), all in the release's assets.
+TEMPLATE_PATTERNS = ("cluster-template*.yaml", "clusterclass*.yaml")
+
+
+class ContentKind(enum.Enum):
+    """A kind of content; the value is how the bundle manifest and the spec name it."""
+
+    CERT_MANAGER = "certManager"
+    OPERATOR = "operator"
+    TEMPLATES = "templates"
+
+    @property
+    def title(self) -> str:
+        """How messages and the inventory name the kind."""
+        return _TITLES[self]
+
+    @property
+    def default_url(self) -> str | None:
+        """Where releases come from when the spec gives no ``url``."""
+        return {
+            ContentKind.CERT_MANAGER: CERT_MANAGER_URL,
+            ContentKind.OPERATOR: OPERATOR_URL,
+        }.get(self)
+
+    @property
+    def fixed_name(self) -> str | None:
+        """The one name content of this kind has (templates take their provider's label)."""
+        return {
+            ContentKind.CERT_MANAGER: CERT_MANAGER_NAME,
+            ContentKind.OPERATOR: OPERATOR_NAME,
+        }.get(self)
+
+    @property
+    def unique(self) -> bool:
+        """At most one record of this kind per bundle (one cert-manager, one operator)."""
+        return self is not ContentKind.TEMPLATES
+
+    def directory(self, name: str, version: str) -> str:
+        """The bundle directory of a record. Templates sit beside their provider's
+        components, so the bundle's ``providers/`` is a clusterctl repository with its
+        flavors; cert-manager and the operator under ``content/NAME/VERSION``."""
+        top = PROVIDERS_DIR if self is ContentKind.TEMPLATES else CONTENT_DIR
+        return f"{top}/{name}/{version}"
+
+    def required_files(self, version: str) -> list[str]:
+        """Files a release of this kind must have."""
+        if self is ContentKind.CERT_MANAGER:
+            return [CERT_MANAGER_FILE]
+        if self is ContentKind.OPERATOR:
+            return [OPERATOR_FILE]
+        return []
+
+    def optional_files(self, version: str) -> list[str]:
+        """Files taken when the release has them: the operator's chart package, named
+        as its release workflow names it (``helm package --version`` with the tag
+        without its ``v``: ``cluster-api-operator-0.24.0.tgz`` for v0.24.0)."""
+        if self is ContentKind.OPERATOR:
+            return [operator_chart_file(version)]
+        return []
+
+    def listed_files(self, listing: Sequence[str]) -> list[str]:
+        """Files taken from a release's listing because of their names (templates)."""
+        if self is not ContentKind.TEMPLATES:
+            return []
+        return sorted(name for name in listing if is_template_file(name))
+
+    def file_problem(self, name: str, version: str) -> str | None:
+        """Why a file may not belong to a record of this kind (verify's rule)."""
+        problem = file_name_problem(name)
+        if problem:
+            return problem
+        allowed = self.required_files(version) + self.optional_files(version)
+        if self is ContentKind.TEMPLATES:
+            return None if is_template_file(name) else f"{name!r} is not a cluster template"
+        if name not in allowed:
+            return f"{name!r} is not a file of {self.title} (expected {', '.join(allowed)})"
+        return None
+
+
+_TITLES = {
+    ContentKind.CERT_MANAGER: "cert-manager",
+    ContentKind.OPERATOR: "the Cluster API operator",
+    ContentKind.TEMPLATES: "cluster templates",
+}
+
+
+def operator_chart_file(version: str) -> str:
+    return f"{OPERATOR_NAME}-{version.removeprefix('v')}{CHART_SUFFIX}"
+
+
+def is_template_file(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in TEMPLATE_PATTERNS)
+
+
+def is_manifest(name: str) -> bool:
+    return name.endswith(MANIFEST_SUFFIXES)
+
+
+def is_chart(name: str) -> bool:
+    return name.endswith(CHART_SUFFIX)
+
+
+def parse_kind(text: str) -> ContentKind | None:
+    try:
+        return ContentKind(text)
+    except ValueError:
+        return None
+
+
+def name_problem(kind: ContentKind, name: str) -> str | None:
+    """Why ``name`` cannot name content of ``kind``."""
+    fixed = kind.fixed_name
+    if fixed is not None and name != fixed:
+        return f"{kind.title} is named {fixed!r}, not {name!r}"
+    return provider_name_problem(name)
+
+
+@dataclass(frozen=True)
+class ContentSpec:
+    """One content entry of a spec: a kind, a version (or ``latest``) and an optional
+    release URL (any source a provider URL may be)."""
+
+    kind: ContentKind
+    version: str
+    url: str | None = None
+
+    @property
+    def source_url(self) -> str:
+        url = self.url or self.kind.default_url
+        assert url is not None, "templates come from their provider's source"
+        return url

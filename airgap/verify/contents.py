@@ -1,0 +1,113 @@
+"""Checks over the bundle's content records: cert-manager, the operator, templates.
+
+``verify.names`` has already refused any record whose kind, name, version or file
+names are not in collect's form; here the records are checked against each other and
+against the verified members: every file present and owned by one record only, every
+image in the bundle, templates next to a provider of their label and version, at most
+one cert-manager and one operator, and each chart package a chart of the name and
+version its file name promises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.content.chart import read_chart
+from airgap.content.kinds import ContentKind, is_chart, parse_kind
+from airgap.errors import InputError
+from airgap.limits import MAX_RELEASE_FILE_BYTES
+from airgap.providers.types import ProviderType
+from airgap.verify.findings import Failure
+
+ReadMember = Callable[[str], bytes]
+
+
+def check_contents(
+    manifest: BundleManifest, read: ReadMember, present: Mapping[str, int]
+) -> list[Failure]:
+    failures: list[Failure] = []
+    listed = {image.reference for image in manifest.images}
+    files = {f.path for f in manifest.files}
+    owners = {
+        path: "its provider" for p in manifest.providers for path in (p.metadata, p.components)
+    }
+    infrastructure = ProviderType.INFRASTRUCTURE.kind
+    providers = {(p.label, p.version) for p in manifest.providers if p.type == infrastructure}
+    seen: dict[tuple[str, str, str], int] = {}
+    kinds: dict[str, int] = {}
+    for number, content in enumerate(manifest.contents):
+        kind = parse_kind(content.kind)
+        if kind is None:
+            continue  # check_names reported it
+        subject = describe(content)
+        identity = (content.kind, content.name, content.version)
+        if identity in seen:
+            failures.append(
+                Failure("content", subject, f"listed twice (contents[{seen[identity]}])")
+            )
+            continue
+        seen[identity] = number
+        if kind.unique and kinds.setdefault(content.kind, number) != number:
+            failures.append(
+                Failure("content", subject, f"a bundle carries one {kind.title}, not several")
+            )
+        if kind is ContentKind.TEMPLATES and (content.name, content.version) not in providers:
+            failures.append(
+                Failure(
+                    "content",
+                    subject,
+                    "templates of an infrastructure provider version the bundle lacks",
+                )
+            )
+        for path in content.files:
+            failures.extend(_check_file(content, kind, path, read, present, files, owners))
+        for image in content.images:
+            if image not in listed:
+                failures.append(
+                    Failure("content", subject, f"needs image {image}, which the bundle lacks")
+                )
+    return failures
+
+
+def describe(content: ContentRecord) -> str:
+    return f"{content.kind}/{content.name} {content.version}"
+
+
+def _check_file(
+    content: ContentRecord,
+    kind: ContentKind,
+    path: str,
+    read: ReadMember,
+    present: Mapping[str, int],
+    files: set[str],
+    owners: dict[str, str],
+) -> list[Failure]:
+    subject = describe(content)
+    owner = owners.setdefault(path, subject)
+    if owner != subject:
+        return [Failure("content", subject, f"{path} also belongs to {owner}")]
+    if path not in present:
+        why = "is missing or damaged" if path in files else "is not in the bundle"
+        return [Failure("content", subject, f"{path} {why}")]
+    if not is_chart(path):
+        return []
+    if present[path] > MAX_RELEASE_FILE_BYTES:
+        return [Failure("content", subject, f"{path} is implausibly large")]
+    try:
+        chart = read_chart(read(path), path)
+    except InputError as exc:
+        return [Failure("content", subject, f"is not a chart package: {exc}")]
+    expected = path.rsplit("/", 1)[1]
+    if f"{chart.name}-{chart.version}.tgz" != expected:
+        return [
+            Failure(
+                "content",
+                subject,
+                f"{path} holds chart {chart.name} {chart.version}, not what its name says",
+            )
+        ]
+    missing = [image for image in chart.image_references if image not in content.images]
+    if missing:
+        return [Failure("content", subject, f"{path} names image {missing[0]} the record lacks")]
+    return []
