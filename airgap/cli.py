@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap import __version__
+from airgap import __version__, interrupt
 from airgap.bundle.reader import read_head
 from airgap.errors import EXIT_FAILURE, AirgapError, InputError
 from airgap.progress import Progress
@@ -39,11 +39,15 @@ def _fail(message: str, code: int) -> None:
 
 
 def main() -> None:
-    """Console entry point: run the CLI and map every expected failure to one line."""
+    """Console entry point: run the CLI and map every expected failure to one line.
+
+    Ctrl-C and SIGTERM end it within a second or two, temporary files removed
+    (``airgap.interrupt``)."""
+    interrupt.install()
     try:
         code = cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        _fail("interrupted", 130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        interrupt.finish()
     except click.ClickException as exc:  # usage errors too: one line, like every error
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -51,8 +55,6 @@ def main() -> None:
         _fail(f"{exc.format_message()}{hint}", exc.exit_code)
     except AirgapError as exc:
         _fail(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}", EXIT_FAILURE)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+from airgap import interrupt
 from airgap.errors import AirgapError, InputError
 
 
@@ -33,18 +34,32 @@ def file_mode(data: bytes) -> int:
 
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
-    """Write to a temporary file beside ``path`` and rename it into place on success."""
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+
+    The temporary file is registered with ``airgap.interrupt`` (removed on Ctrl-C or
+    SIGTERM), and a full disk names ``path`` in its error."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     temp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with interrupt.tracked(temp), os.fdopen(fd, "wb") as handle:
             yield handle
         temp.chmod(mode)
         temp.replace(path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise name_the_path(exc, path) from None
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def name_the_path(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path`` if it names no file (a write to a descriptor that hit a
+    full disk says only "No space left on device")."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:

@@ -7,9 +7,11 @@ failed response into a typed, credential-free, one-line error.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import ssl
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,14 +20,17 @@ from typing import Any
 import httpcore
 import httpx
 
-from airgap import __version__
+from airgap import __version__, jsonsafe
 from airgap.errors import (
+    AirgapError,
     AuthError,
     HTTPStatusError,
     NetworkError,
     NotFoundError,
     TLSError,
 )
+from airgap.limits import MAX_ERROR_BODY_BYTES, MAX_SMALL_BODY_BYTES, describe_size
+from airgap.pacing import Pacing, pace_client
 from airgap.redact import redact_url as redact_url  # re-exported: the one helper
 
 USER_AGENT = f"airgap/{__version__}"
@@ -36,6 +41,8 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # time by ~30% on loopback (benchmarks/README.md, Findings). Over TLS a read
 # returns at most one 16 KiB record whatever is asked, so this changes nothing there.
 RESPONSE_READ_BYTES = 256 * 1024
+CONNECT_TIMEOUT = 15.0
+INFLATE_STEP = 256 * 1024  # most bytes one decompression step may produce
 
 
 @dataclass(frozen=True)
@@ -75,21 +82,33 @@ def ssl_context(ca_file: str | None = None, skip_verify: bool = False) -> ssl.SS
 def build_client(
     *,
     verify: ssl.SSLContext | bool = True,
-    timeout: float = 60.0,
+    pacing: Pacing | None = None,
+    timeout: float | None = None,
     max_connections: int = 32,
     follow_redirects: bool = True,
 ) -> httpx.Client:
-    """An httpx client sized for concurrent transfers; redirects drop cross-host auth."""
+    """An httpx client sized for concurrent transfers; redirects drop cross-host auth.
+
+    Every connection is paced (``airgap.pacing``: an idle timeout per read and a
+    progress deadline, from the environment unless ``pacing`` is given), and bodies are
+    asked for uncompressed: layers are compressed already, and a compressed JSON body
+    could inflate a thousandfold in one read (``iter_body`` still copes with one).
+    ``timeout`` overrides the idle timeout."""
     _read_responses_in_bigger_pieces()
-    return httpx.Client(
+    pacing = pacing or Pacing.from_env()
+    if timeout is not None:
+        pacing = dataclasses.replace(pacing, idle=timeout)
+    client = httpx.Client(
         verify=verify,
-        timeout=httpx.Timeout(timeout, connect=15.0),
+        timeout=httpx.Timeout(pacing.idle, connect=min(CONNECT_TIMEOUT, pacing.idle)),
         limits=httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         ),
-        headers={"User-Agent": USER_AGENT},
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
         follow_redirects=follow_redirects,
     )
+    pace_client(client, pacing)
+    return client
 
 
 def _read_responses_in_bigger_pieces() -> None:
@@ -130,7 +149,8 @@ def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) ->
     if isinstance(exc, httpx.ConnectError):
         return NetworkError(f"{target}: cannot connect ({_short(text)})")
     if isinstance(exc, httpx.TimeoutException):
-        return NetworkError(f"{target}: timed out ({type(exc).__name__})")
+        detail = f": {_short(str(exc))}" if str(exc) and str(exc) != "timed out" else ""
+        return NetworkError(f"{target}: timed out ({type(exc).__name__}{detail})")
     return NetworkError(f"{target}: connection failed ({_short(text)})")
 
 
@@ -155,12 +175,15 @@ def status_error(response: httpx.Response, what: str) -> HTTPStatusError:
 
 
 def _error_detail(response: httpx.Response) -> str:
-    """The first error message of a distribution-spec error body, if any."""
+    """The first error message of a distribution-spec error body, if any; at most
+    ``MAX_ERROR_BODY_BYTES`` of it are read."""
     try:
-        if not response.is_stream_consumed:
-            response.read()
-        body = response.json()
-    except Exception:  # the body is only decoration for the message
+        try:
+            data = response.content
+        except httpx.ResponseNotRead:
+            data = read_body(response, MAX_ERROR_BODY_BYTES, what="error body")
+        body = jsonsafe.loads(data, "error body", max_bytes=MAX_ERROR_BODY_BYTES)
+    except (AirgapError, httpx.HTTPError, httpx.StreamError):  # only decoration
         return ""
     errors = body.get("errors") if isinstance(body, dict) else None
     if isinstance(errors, list) and errors and isinstance(errors[0], dict):
@@ -180,31 +203,144 @@ def send(
     *,
     policy: RetryPolicy = DEFAULT_RETRY,
     stream: bool = False,
+    body_limit: int = MAX_SMALL_BODY_BYTES,
 ) -> httpx.Response:
     """Send a request, retrying dropped connections and retryable statuses.
 
     ``request_factory`` builds a fresh request per attempt so that streamed bodies
     (file readers) start again from the beginning. The last response is returned as is
-    whatever its status; only transport failures raise (NetworkError/TLSError).
+    whatever its status; only transport failures raise (NetworkError/TLSError), and a
+    redirect loop or an undecodable answer raises NetworkError naming the URL.
+
+    Unless ``stream``, the body is read here, at most ``body_limit`` bytes of it (a
+    larger one raises ResponseTooLarge; an error body is cut short instead).
     """
     last_exc: httpx.TransportError | None = None
     for attempt in range(policy.attempts):
         request = request_factory()
         try:
-            response = client.send(request, stream=stream)
+            response = client.send(request, stream=True)
+            if response.status_code in policy.statuses and attempt < policy.attempts - 1:
+                response.close()
+                _sleep_for(policy, attempt, response)
+                continue
+            return response if stream else _buffered(response, body_limit)
         except httpx.TransportError as exc:
             last_exc = exc
             if _is_tls_failure(exc) or attempt == policy.attempts - 1:
                 break
             _sleep_for(policy, attempt, None)
-            continue
-        if response.status_code in policy.statuses and attempt < policy.attempts - 1:
-            response.close()
-            _sleep_for(policy, attempt, response)
-            continue
-        return response
+        except httpx.TooManyRedirects:
+            raise NetworkError(
+                f"{request.method} {redact_url(request.url)}: too many redirects (a redirect loop?)"
+            ) from None
+        except httpx.HTTPError as exc:  # a malformed answer: bad Location, bad encoding
+            raise NetworkError(
+                f"{request.method} {redact_url(request.url)}: unusable answer "
+                f"({_short(str(exc) or type(exc).__name__)})"
+            ) from None
     assert last_exc is not None
     raise describe_transport_error(last_exc, request.url) from None
+
+
+def _buffered(response: httpx.Response, limit: int) -> httpx.Response:
+    """The response with its body read (bounded) and the connection released."""
+    try:
+        if response.status_code >= 400:
+            body = read_body(response, MAX_ERROR_BODY_BYTES, what="", truncate=True)
+        else:
+            body = read_body(response, limit, what="")
+    finally:
+        response.close()
+    headers = [
+        (name, value)
+        for name, value in response.headers.multi_items()
+        if name.lower() != "content-encoding"  # the body is decoded already
+    ]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=body,
+        request=response.request,
+        extensions=response.extensions,
+        history=response.history,
+    )
+
+
+class ResponseTooLarge(AirgapError):
+    """A response body is larger than what it is read for can ever need."""
+
+
+def iter_body(
+    response: httpx.Response, limit: int, *, what: str, truncate: bool = False
+) -> Iterator[bytes]:
+    """The decoded body in chunks, never more than ``limit`` bytes of it: beyond that,
+    ResponseTooLarge naming the URL (or, with ``truncate``, just the end).
+
+    Bodies are read raw and decoded here, gzip and deflate in bounded steps, so a small
+    compressed body cannot inflate into memory in one piece."""
+    declared = response.headers.get("Content-Length", "")
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    bodiless = response.request.method == "HEAD"  # its Content-Length is the GET's
+    if not (truncate or encoding or bodiless) and declared.isdigit() and int(declared) > limit:
+        raise _too_large(response, limit, what)
+    decode = _decoder(encoding, response, what)
+    total = 0
+    for raw in response.iter_raw():
+        for chunk in decode(raw):
+            if total + len(chunk) > limit:
+                if truncate:
+                    yield chunk[: limit - total]
+                    return
+                raise _too_large(response, limit, what)
+            total += len(chunk)
+            yield chunk
+
+
+def read_body(response: httpx.Response, limit: int, *, what: str, truncate: bool = False) -> bytes:
+    """The whole decoded body, at most ``limit`` bytes (see ``iter_body``)."""
+    return b"".join(iter_body(response, limit, what=what, truncate=truncate))
+
+
+def _too_large(response: httpx.Response, limit: int, what: str) -> ResponseTooLarge:
+    request = response.request
+    prefix = f"{what}: " if what else ""
+    return ResponseTooLarge(
+        f"{prefix}{request.method} {redact_url(request.url)}: the response is larger "
+        f"than {describe_size(limit)}, more than it can be"
+    )
+
+
+def _decoder(
+    encoding: str, response: httpx.Response, what: str
+) -> Callable[[bytes], Iterator[bytes]]:
+    if encoding in ("", "identity"):
+        return lambda data: iter((data,))
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        request = response.request
+        prefix = f"{what}: " if what else ""
+        raise NetworkError(
+            f"{prefix}{request.method} {redact_url(request.url)}: unsupported "
+            f"Content-Encoding {encoding[:40]!r}"
+        )
+    inflater = zlib.decompressobj(47 if encoding != "deflate" else 15)
+    request = response.request
+
+    def decode(data: bytes) -> Iterator[bytes]:
+        try:
+            while data:
+                out = inflater.decompress(data, INFLATE_STEP)
+                data = inflater.unconsumed_tail
+                if out:
+                    yield out
+        except zlib.error as exc:
+            prefix = f"{what}: " if what else ""
+            raise AirgapError(
+                f"{prefix}{request.method} {redact_url(request.url)}: the {encoding} "
+                f"body does not decode ({exc})"
+            ) from None
+
+    return decode
 
 
 def _is_tls_failure(exc: httpx.TransportError) -> bool:

@@ -17,9 +17,15 @@ def run_parallel(jobs: Sequence[Callable[[], T]], concurrency: int) -> list[T]:
     """Results in job order; the first failure cancels what has not started and is raised."""
     if not jobs:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(jobs)))) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(jobs))))
+    try:
         futures = [pool.submit(job) for job in jobs]
         wait(futures, return_when=FIRST_EXCEPTION)
+    except BaseException:
+        # Ctrl-C or SIGTERM (airgap.interrupt): do not wait for transfers in flight
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    with pool:
         for future in futures:
             if future.done() and not future.cancelled():
                 error = future.exception()

@@ -3,37 +3,58 @@
 Every case feeds the real CLI something an attacker controls (a crafted bundle, spec,
 policy, release server or registry) and checks the same contract: exit 1 or 2, exactly
 one line on stderr, no traceback, bounded time (a subprocess timeout) and memory (peak
-RSS from ``wait4``), and nothing written outside the output directory (every command
+RSS, sampled), and nothing written outside the output directory (every command
 runs in an empty working directory with an empty TMPDIR, both checked afterwards).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
+import signal
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest, blob_member
-from airgap.limits import MAX_EXTENDED_HEADER_BYTES
+from airgap.bundle.format import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    BundleManifest,
+    ImageRecord,
+    blob_member,
+)
+from airgap.limits import MAX_EXTENDED_HEADER_BYTES, MAX_MANIFEST_BYTES
 from airgap.signing import load_private_key, sign
 from tests.harness import tamper
-from tests.harness.bundle_fixtures import CollectedBundle
+from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.hostile import (
     END,
+    Handler,
+    HostileServer,
     Outcome,
+    Request,
+    TinyRegistry,
+    Wire,
     assert_one_line,
+    hostile_server,
     padded,
     pax_member,
     pax_record,
     raw_header,
     run_measured,
+    send_signal_when,
     sparse_file,
+    start_airgap,
     struct_negative_base256,
+    wait_measured,
 )
 
 INDEX_JSON = "images/index.json"
@@ -289,6 +310,36 @@ def test_deep_or_mistyped_index_json_is_a_finding_not_a_traceback(
         ), report["failures"]
 
 
+def _swapped_manifest(
+    capi_bundle: CollectedBundle, out: Path, image: ImageRecord, data: bytes
+) -> Path:
+    """The good bundle with ``image``'s manifest replaced by ``data`` everywhere (blob,
+    index.json, manifest record), re-signed by the trusted key: only the layout checks
+    can object."""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    index = json.loads(_member(capi_bundle.path, INDEX_JSON))
+    for entry in index["manifests"]:
+        if entry["digest"] == image.digest:
+            entry["digest"], entry["size"] = digest, len(data)
+
+    def edit(manifest: BundleManifest) -> BundleManifest:
+        images = [
+            dataclasses.replace(i, digest=digest) if i.digest == image.digest else i
+            for i in manifest.images
+        ]
+        return dataclasses.replace(manifest, images=images)
+
+    old = blob_member(image.digest)
+    return tamper.resign(
+        capi_bundle.path,
+        out,
+        capi_bundle.key.private,
+        replace={old: data, INDEX_JSON: json.dumps(index).encode()},
+        rename={old: blob_member(digest)},
+        edit=edit,
+    )
+
+
 def test_mistyped_image_manifest_descriptors_are_findings(
     sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
 ) -> None:
@@ -296,28 +347,8 @@ def test_mistyped_image_manifest_descriptors_are_findings(
     app = next(i for i in capi_bundle.manifest.images if i.reference.endswith("/app:v1"))
     original = json.loads(_member(capi_bundle.path, blob_member(app.digest)))
     original["layers"][0]["size"] = "abc"
-    data = json.dumps(original).encode()
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    index = json.loads(_member(capi_bundle.path, INDEX_JSON))
-    for entry in index["manifests"]:
-        if entry["digest"] == app.digest:
-            entry["digest"], entry["size"] = digest, len(data)
-
-    def edit(manifest: BundleManifest) -> BundleManifest:
-        images = [
-            dataclasses.replace(i, digest=digest) if i.digest == app.digest else i
-            for i in manifest.images
-        ]
-        return dataclasses.replace(manifest, images=images)
-
-    old = blob_member(app.digest)
-    bundle = tamper.resign(
-        capi_bundle.path,
-        work / "size-abc.tar",
-        capi_bundle.key.private,
-        replace={old: data, INDEX_JSON: json.dumps(index).encode()},
-        rename={old: blob_member(digest)},
-        edit=edit,
+    bundle = _swapped_manifest(
+        capi_bundle, work / "size-abc.tar", app, json.dumps(original).encode()
     )
     outcome = verify(sandbox, bundle, capi_bundle.key.public, "--format", "json")
     assert_one_line(outcome, (1,), "NOT verified", app.reference)
@@ -406,3 +437,232 @@ def test_nothing_past_the_manifest_is_parsed_before_the_signature_verifies(
     report = json.loads(outcome.stdout)
     assert [f["kind"] for f in report["failures"]] == ["signature"], report["failures"]
     assert report["providers"] == [] and report["images"] == []
+
+
+# == family 5: bounded work ============================================================
+
+
+@pytest.fixture
+def spec_for(work: Path) -> Callable[..., Path]:
+    """``spec_for(server, registry=...)`` -> a spec collecting the TinyRegistry image."""
+
+    def write(server: HostileServer, tiny: TinyRegistry | None = None, **extra: Any) -> Path:
+        spec: dict[str, Any] = {"registries": {server.host: {"plainHTTP": True}}, **extra}
+        if tiny is not None:
+            spec["images"] = [f"{server.host}/{tiny.name}:{tiny.tag}"]
+        path = work / "spec.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        return path
+
+    return write
+
+
+def collect(
+    sandbox: Sandbox, spec: Path, key: SigningKey, out: Path, env: dict[str, str] | None = None
+) -> Outcome:
+    outcome = sandbox.run("collect", spec, "--sign-key", key.private, "-o", out, env=env)
+    assert not out.exists()
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+    return outcome
+
+
+def test_an_endless_manifest_fails_fast_naming_the_url(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    tiny = TinyRegistry(
+        on_manifest=lambda request, wire: wire.endless(
+            200, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+        )
+    )
+    with hostile_server(tiny) as server:
+        outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
+    url = f"{server.url}/v2/{tiny.name}/manifests/{tiny.tag}"
+    assert_one_line(outcome, (1,), f"GET {url}", "larger than 4 MiB")
+    assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
+
+
+def test_a_5_mib_manifest_is_refused_by_collect_and_by_verify(
+    sandbox: Sandbox,
+    work: Path,
+    signing_key: SigningKey,
+    spec_for: Callable[..., Path],
+    capi_bundle: CollectedBundle,
+) -> None:
+    """One cap, MAX_MANIFEST_BYTES, on both sides: collect never signs what verify refuses."""
+    tiny = TinyRegistry()
+    padding = "x" * (MAX_MANIFEST_BYTES + 1024)
+    big = json.loads(tiny.manifest)
+    big["annotations"] = {"padding": padding}
+    data = json.dumps(big).encode()
+    assert MAX_MANIFEST_BYTES < len(data) < 5 * (1 << 20) + 4096
+    tiny.on_manifest = lambda request, wire: wire.send(
+        200, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, data
+    )
+    with hostile_server(tiny) as server:
+        outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
+    assert_one_line(outcome, (1,), tiny.name, "larger than 4 MiB")
+
+    # the same manifest in a bundle signed by the trusted key
+    app = next(i for i in capi_bundle.manifest.images if i.reference.endswith("/app:v1"))
+    original = json.loads(_member(capi_bundle.path, blob_member(app.digest)))
+    original["annotations"] = {"padding": padding}
+    bundle = _swapped_manifest(capi_bundle, work / "big.tar", app, json.dumps(original).encode())
+    outcome = verify(sandbox, bundle, capi_bundle.key.public, "--format", "json")
+    assert_one_line(outcome, (1,), app.reference, "implausibly large")
+
+
+def _api_server(body: Handler) -> HostileServer:
+    """A GitHub-Enterprise-shaped API whose releases list is answered by ``body``."""
+
+    def handle(request: Request, wire: Wire) -> None:
+        if request.path == "/api/v3/repos/o/r/releases":
+            body(request, wire)
+        else:
+            wire.send(404, {}, b"{}")
+
+    return HostileServer(handle)
+
+
+def _provider_spec(server: HostileServer) -> dict[str, Any]:
+    return {
+        "providers": [
+            {
+                "name": "odd",
+                "type": "InfrastructureProvider",
+                "version": "latest",
+                "url": f"{server.url}/o/r/releases",
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize("kind", ["endless", "gzip-bomb"])
+def test_an_endless_or_inflating_releases_body_fails_fast(
+    kind: str,
+    sandbox: Sandbox,
+    work: Path,
+    signing_key: SigningKey,
+    spec_for: Callable[..., Path],
+) -> None:
+    bomb = gzip.compress(b"[" * (200 << 20), compresslevel=9)  # 200 MiB in ~200 KiB
+
+    def answer(request: Request, wire: Wire) -> None:
+        if kind == "endless":
+            wire.endless(200, {"Content-Type": "application/json"})
+        else:
+            wire.send(200, {"Content-Type": "application/json", "Content-Encoding": "gzip"}, bomb)
+
+    server = _api_server(answer)
+    try:
+        spec = spec_for(server, **_provider_spec(server))
+        outcome = collect(sandbox, spec, signing_key, work / "b.tar")
+    finally:
+        server.stop()
+    line = assert_one_line(outcome, (1,), f"{server.url}/api/v3/repos/o/r/releases")
+    assert "larger than 32 MiB" in line, line
+    assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
+
+
+def test_endless_token_replies_and_error_bodies_are_cut_short(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    tiny = TinyRegistry()
+    with hostile_server(tiny) as server:
+        realm = f"{server.url}/token"
+
+        def challenge(request: Request, wire: Wire) -> None:
+            wire.send(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="x"'})
+
+        def token_or_manifest(request: Request, wire: Wire) -> None:
+            wire.endless(200, {"Content-Type": "application/json"})
+
+        tiny.on_ping = challenge
+        server.handler = lambda request, wire: (
+            token_or_manifest(request, wire) if request.path == "/token" else tiny(request, wire)
+        )
+        outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
+        assert_one_line(outcome, (1,), f"GET {realm}", "larger than 1 MiB")
+
+        tiny.on_ping = None
+        server.handler = tiny
+        tiny.on_manifest = lambda request, wire: wire.endless(404, {"Content-Type": "text/plain"})
+        outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
+        assert_one_line(outcome, (1,), f"{tiny.name}/manifests/{tiny.tag}", "HTTP 404")
+        assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_server_sending_one_byte_a_second_fails_in_bounded_time(
+    where: str,
+    sandbox: Sandbox,
+    work: Path,
+    signing_key: SigningKey,
+    spec_for: Callable[..., Path],
+) -> None:
+    """The progress deadline (AIRGAP_PROGRESS_TIMEOUT, here 0.5 s, for each of the
+    five attempts) catches what no idle timeout can: every read returns a byte, so the
+    connection is never idle."""
+    tiny = TinyRegistry()
+    manifest = tiny.manifest
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n"
+        f"Content-Length: {len(manifest)}\r\n\r\n"
+    ).encode()
+    if where == "headers":
+        tiny.on_manifest = lambda request, wire: wire.trickle(head + manifest, 0.2)
+    else:
+
+        def trickle_layer(request: Request, wire: Wire) -> None:
+            length = len(tiny.layer)
+            wire.sock.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n".encode())
+            wire.trickle(tiny.layer, 0.2)
+
+        tiny.on_layer = trickle_layer
+    env = {"AIRGAP_PROGRESS_TIMEOUT": "0.5", "AIRGAP_IDLE_TIMEOUT": "5"}
+    with hostile_server(tiny) as server:
+        outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar", env=env)
+    assert_one_line(outcome, (1,), server.host, "no progress", "AIRGAP_PROGRESS_TIMEOUT")
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_slow_download_stops_collect_and_leaves_nothing(
+    number: int,
+    sandbox: Sandbox,
+    work: Path,
+    signing_key: SigningKey,
+    spec_for: Callable[..., Path],
+) -> None:
+    tiny = TinyRegistry(layer=os.urandom(1 << 20))
+    layer_requested = threading.Event()
+
+    def slow_layer(request: Request, wire: Wire) -> None:
+        layer_requested.set()
+        wire.sock.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(tiny.layer)}\r\n\r\n".encode())
+        wire.trickle(tiny.layer[:1000], 0.1)
+
+    tiny.on_layer = slow_layer
+    out_dir = work / "out"
+    out_dir.mkdir()
+    with hostile_server(tiny) as server:
+        spec = spec_for(server, tiny)
+        process, logs = start_airgap(
+            "collect",
+            spec,
+            "--sign-key",
+            signing_key.private,
+            "-o",
+            out_dir / "b.tar",
+            env=sandbox.env,
+            cwd=sandbox.cwd,
+        )
+
+        # the bundle's temporary file and the staging directory exist by then
+        def downloading() -> bool:
+            return layer_requested.is_set() and len(list(out_dir.iterdir())) == 2
+
+        send_signal_when(process, downloading, number, timeout=30)
+        # "within a second or two": the grace is 1.5 s; 3 s leaves room for a busy machine
+        outcome = wait_measured(process, logs, timeout=3)
+    assert_one_line(outcome, (128 + number,), f"interrupted ({signal.Signals(number).name})")
+    assert list(out_dir.iterdir()) == []  # no bundle, no *.tmp, no staging directory
+    assert list(sandbox.cwd.iterdir()) == [] and list(sandbox.tmp.iterdir()) == []

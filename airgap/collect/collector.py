@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from airgap import __version__, http
+from airgap import __version__, http, interrupt
 from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
@@ -35,9 +35,10 @@ from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
 from airgap.content.kinds import ContentKind
-from airgap.errors import InputError
+from airgap.errors import AirgapError, InputError
 from airgap.fsutil import atomic_writer
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
+from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import FetchedProvider, fetch_provider
@@ -76,6 +77,7 @@ def collect(
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
+    interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
         with http.build_client() as client:
             providers = _fetch_providers(spec, staging, progress, client)
@@ -97,6 +99,7 @@ def collect(
                 contents=[_content_record(c, staging) for c in contents],
             )
             data = manifest.to_bytes()
+            _refuse_what_verify_would(data, members)
             plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
             with atomic_writer(output) as out:
                 plan.write_skeleton(out.fileno())
@@ -104,6 +107,7 @@ def collect(
                 copier.download(images, regions, out.fileno())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        interrupt.untrack(staging)
     return CollectResult(output, manifest, time.monotonic() - started)
 
 
@@ -264,3 +268,20 @@ def _digest_of(member_name: str) -> str:
     """``images/blobs/sha256/HEX`` -> ``sha256:HEX``."""
     algorithm, hexpart = member_name.rsplit("/", 2)[-2:]
     return f"{algorithm}:{hexpart}"
+
+
+def _refuse_what_verify_would(manifest: bytes, members: list[PlannedMember]) -> None:
+    """Collect never signs a bundle verify would refuse: the caps verify applies to what
+    collect writes itself, checked with the same constants before signing. (Image
+    manifests and metadata.yaml already met them when they were fetched.)"""
+    if len(manifest) > MAX_BUNDLE_MANIFEST_BYTES:
+        raise AirgapError(
+            f"the bundle manifest would be {len(manifest)} bytes, over the "
+            f"{describe_size(MAX_BUNDLE_MANIFEST_BYTES)} verify accepts: collect fewer images"
+        )
+    for member in members:
+        if member.name == f"{IMAGES_DIR}/{INDEX_FILE}" and member.size > MAX_MANIFEST_BYTES:
+            raise AirgapError(
+                f"{member.name} would be {member.size} bytes, over the "
+                f"{describe_size(MAX_MANIFEST_BYTES)} verify accepts: collect fewer images"
+            )

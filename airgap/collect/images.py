@@ -15,6 +15,7 @@ from functools import partial
 
 from airgap.bundle.writer import Region, RegionWriter
 from airgap.errors import AirgapError
+from airgap.limits import MAX_CONFIG_BYTES
 from airgap.oci import Descriptor, Manifest, config_platform, filter_index
 from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress, Task
@@ -23,7 +24,6 @@ from airgap.registry.client import Registry
 from airgap.registry.pool import RegistryPool
 
 UNKNOWN_PLATFORM = "unknown/unknown"  # buildx attestation manifests
-MAX_CONFIG_BYTES = 1 << 20
 PINNED = "pinned by digest"  # why an index was kept whole despite ``platforms:``
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from airgap import http
+from airgap import http, jsonsafe
 from airgap.errors import AuthError
+from airgap.jsonsafe import Fields, JSONShapeError
+from airgap.limits import MAX_SMALL_BODY_BYTES
 from airgap.reference import is_loopback_host
 from airgap.registry.credentials import Credentials
 
@@ -127,7 +129,12 @@ class Authenticator:
                 "HTTP on another host; credentials are only sent there over HTTPS",
                 401,
             )
-        url = httpx.URL(realm).copy_merge_params(params)
+        try:
+            url = httpx.URL(realm).copy_merge_params(params)
+        except httpx.InvalidURL:
+            raise AuthError(
+                f"registry {self.host}: bearer challenge with an invalid realm", 401
+            ) from None
         response = http.send(
             self._client,
             lambda: self._client.build_request("GET", url, headers=headers),
@@ -142,14 +149,29 @@ class Authenticator:
             )
         if response.status_code >= 400:
             raise http.status_error(response, f"registry {self.host}: token request")
-        body = response.json()
-        token = body.get("token") or body.get("access_token")
-        if not token:
-            raise AuthError(f"registry {self.host}: token service answered without a token", 401)
-        return str(token), float(body.get("expires_in") or 60)
+        return _token_reply(response, self.host)
 
     def denied(self, status: int, what: str) -> AuthError:
         """The user-facing error for a 401/403 after we presented what we had."""
         tried = "credentials were tried" if self._credentials else "no credentials were found"
         verb = "authentication failed" if status == 401 else "access denied"
         return AuthError(f"{what}: registry {self.host}: {verb} (HTTP {status}; {tried})", status)
+
+
+def _token_reply(response: httpx.Response, host: str) -> tuple[str, float]:
+    """The token and its lifetime from a token service's JSON answer (``token`` or
+    ``access_token``, ``expires_in``); anything else is one AuthError naming both."""
+    where = f"registry {host}: token service {http.redact_url(response.request.url)}"
+    try:
+        body = Fields(
+            jsonsafe.loads(response.content, "reply", max_bytes=MAX_SMALL_BODY_BYTES),
+            "reply",
+        )
+        token = body.optional_text("token") or body.optional_text("access_token")
+    except JSONShapeError as exc:
+        raise AuthError(f"{where}: unusable answer ({exc})", 401) from None
+    if not token:
+        raise AuthError(f"{where}: answered without a token", 401)
+    expires = body.raw("expires_in")
+    valid = isinstance(expires, int | float) and not isinstance(expires, bool) and expires > 0
+    return token, float(expires) if valid else 60.0

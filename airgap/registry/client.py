@@ -26,6 +26,7 @@ from airgap.errors import (
     NetworkError,
     TLSError,
 )
+from airgap.limits import MAX_MANIFEST_BYTES, MAX_SMALL_BODY_BYTES
 from airgap.oci import MANIFEST_ACCEPT, Manifest
 from airgap.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
@@ -138,6 +139,7 @@ class Registry:
         stream: bool = False,
         ok: tuple[int, ...] = (200,),
         missing_ok: bool = False,
+        body_limit: int = MAX_SMALL_BODY_BYTES,
     ) -> httpx.Response | None:
         """Send with auth and retries; raise a typed error for any status not in ``ok``.
 
@@ -162,7 +164,9 @@ class Registry:
                 content = body() if body else None
                 return self._client.build_request(method, url, headers=h, content=content)
 
-            response = http.send(self._client, build, policy=self._policy, stream=stream)
+            response = http.send(
+                self._client, build, policy=self._policy, stream=stream, body_limit=body_limit
+            )
             if response.status_code in ok:
                 return response
             answered_by_us = own and self._is_own(response.url)  # not a redirect target
@@ -194,11 +198,20 @@ class Registry:
             (repository_scope(repository, "pull"),),
             what=what,
             headers={"Accept": MANIFEST_ACCEPT},
+            body_limit=MAX_MANIFEST_BYTES,
         )
         assert response is not None
         data = response.content
         content_type = response.headers.get("Content-Type")
-        manifest = Manifest.from_bytes(data, content_type)
+        try:
+            manifest = Manifest.from_bytes(data, content_type)
+            manifest.children()  # every descriptor typed before anything relies on it
+            manifest.blobs()
+        except AirgapError as exc:
+            raise AirgapError(
+                f"{what}: registry {self.display_name} served a malformed manifest for "
+                f"{repository}:{reference}: {exc}"
+            ) from None
         expected = reference if reference.startswith("sha256:") else None
         served = response.headers.get("Docker-Content-Digest", "")
         if expected is None and served.startswith("sha256:"):

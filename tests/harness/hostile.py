@@ -4,13 +4,15 @@ loopback HTTP server that misbehaves on purpose, and a CLI runner that measures.
 The server speaks HTTP/1.1 over a real socket but lets a test decide every byte of an
 answer: endless bodies, one byte a second, missing headers, redirect loops, a
 registry that says 201 and stores nothing. ``run_measured`` runs the real ``airgap``
-entry point in a subprocess with a timeout and reports its peak RSS (``wait4``), so a
-test can check time and memory stay bounded without timing anything itself.
+entry point in a subprocess with a timeout and reports its peak RSS (sampled VmHWM), so
+a test can check time and memory stay bounded without timing anything itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import socket
 import struct
@@ -65,22 +67,35 @@ def start_airgap(
 
 
 def wait_measured(process: subprocess.Popen[bytes], logs: Path, timeout: float) -> Outcome:
-    """Reap ``process`` with ``wait4`` (its own peak RSS), killing it after ``timeout``."""
+    """Wait for ``process`` (killed after ``timeout``) while sampling its peak RSS.
+
+    The peak is the kernel's VmHWM of the process's own address space, read every few
+    milliseconds: ``wait4``'s ru_maxrss would include the test process's own RSS,
+    which a child inherits at fork and keeps across exec."""
     deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            break
+    peak_kib = 0
+    status_file = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None:
+        peak_kib = max(peak_kib, _hwm_kib(status_file))
         if time.monotonic() > deadline:
             process.kill()
-            pid, status, usage = os.wait4(process.pid, 0)
-            process.returncode = -9
+            process.wait()
             raise AssertionError(f"airgap did not finish within {timeout} s: {_read(logs)}")
-        time.sleep(0.02)
-    process.returncode = os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
     stdout = (logs / "stdout").read_text(errors="replace")
     stderr = (logs / "stderr").read_text(errors="replace")
-    return Outcome(process.returncode, stdout, stderr, usage.ru_maxrss / 1024)
+    return Outcome(process.returncode, stdout, stderr, peak_kib / 1024)
+
+
+def _hwm_kib(status_file: Path) -> int:
+    """VmHWM of a running process in KiB (0 once it is gone)."""
+    try:
+        for line in status_file.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _read(logs: Path) -> str:
@@ -242,6 +257,7 @@ class HostileServer:
         self.requests: list[Request] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
+        self._port = self._listener.getsockname()[1]
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._connections: list[socket.socket] = []
@@ -252,7 +268,7 @@ class HostileServer:
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self._listener.getsockname()[1]}"
+        return f"127.0.0.1:{self._port}"
 
     @property
     def url(self) -> str:
@@ -386,3 +402,64 @@ def sparse_file(path: Path, head: bytes, size: int) -> Path:
 def struct_negative_base256(value: int) -> bytes:
     """A 12-byte GNU base-256 size field holding a negative number."""
     return b"\xff" + struct.pack(">q", value)[-11:].rjust(11, b"\xff")
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class TinyRegistry:
+    """A read-only registry serving one single-layer image ``NAME:TAG``; a test swaps
+    in ``on_manifest``, ``on_layer`` or ``on_ping`` to misbehave at that step."""
+
+    name: str = "hostile/app"
+    tag: str = "v1"
+    layer: bytes = b"layer bytes " * 100
+    on_ping: Handler | None = None
+    on_manifest: Handler | None = None
+    on_layer: Handler | None = None
+    config: bytes = b'{"architecture": "amd64", "os": "linux"}'
+
+    @property
+    def manifest(self) -> bytes:
+        return json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {
+                    "mediaType": "application/vnd.oci.image.config.v1+json",
+                    "digest": digest_of(self.config),
+                    "size": len(self.config),
+                },
+                "layers": [
+                    {
+                        "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                        "digest": digest_of(self.layer),
+                        "size": len(self.layer),
+                    }
+                ],
+            }
+        ).encode()
+
+    def __call__(self, request: Request, wire: Wire) -> None:
+        path = request.path
+        if path == "/v2/":
+            if self.on_ping:
+                return self.on_ping(request, wire)
+            return wire.send(200, {})
+        if path == f"/v2/{self.name}/manifests/{self.tag}":
+            if self.on_manifest:
+                return self.on_manifest(request, wire)
+            return wire.send(
+                200,
+                {"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                self.manifest if request.method == "GET" else b"",
+            )
+        if path == f"/v2/{self.name}/blobs/{digest_of(self.config)}":
+            return wire.send(200, {}, self.config)
+        if path == f"/v2/{self.name}/blobs/{digest_of(self.layer)}":
+            if self.on_layer:
+                return self.on_layer(request, wire)
+            return wire.send(200, {}, self.layer)
+        return wire.send(404, {"Content-Type": "application/json"}, b'{"errors": []}')

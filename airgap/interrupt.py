@@ -1,0 +1,107 @@
+"""Ctrl-C and SIGTERM: stop within a second or two and leave no temporary file behind.
+
+Transfers run on worker threads that may sit in a socket read for as long as the idle
+timeout allows, and Python waits for those threads at exit. So a signal raises
+KeyboardInterrupt in the main thread, whose unwinding removes what it was writing
+(temporary files, staging directories), and the process then ends with ``os._exit``
+without waiting for the workers. Every temporary path is also registered here
+(``track``), and a watchdog started by the first signal removes whatever is still
+registered and ends the process after ``GRACE_SECONDS`` even if the unwinding itself
+got stuck; a second signal does that at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+GRACE_SECONDS = 1.5
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_lock = threading.Lock()
+_temporaries: dict[Path, bool] = {}  # path -> is a directory
+_received: list[int] = []
+_finishing = threading.Lock()
+
+
+def track(path: Path, *, directory: bool = False) -> None:
+    """Remember a temporary file or directory until ``untrack``: removed on a signal."""
+    with _lock:
+        _temporaries[path] = directory
+
+
+def untrack(path: Path) -> None:
+    with _lock:
+        _temporaries.pop(path, None)
+
+
+@contextlib.contextmanager
+def tracked(path: Path, *, directory: bool = False) -> Iterator[Path]:
+    """``track`` for the duration of a block."""
+    track(path, directory=directory)
+    try:
+        yield path
+    finally:
+        untrack(path)
+
+
+def remove_temporaries() -> None:
+    """Remove every registered temporary path (best effort, never raises)."""
+    with _lock:
+        paths = list(_temporaries.items())
+        _temporaries.clear()
+    for path, directory in paths:
+        with contextlib.suppress(OSError):
+            if directory:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def install() -> None:
+    """Handle SIGINT and SIGTERM as described above (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for number in _SIGNALS:
+        signal.signal(number, _on_signal)
+
+
+def _on_signal(number: int, frame: FrameType | None) -> None:
+    if _received:
+        finish()  # a second signal: no more waiting
+    _received.append(number)
+    threading.Thread(target=_watchdog, name="airgap-interrupt", daemon=True).start()
+    raise KeyboardInterrupt
+
+
+def _watchdog() -> None:
+    time.sleep(GRACE_SECONDS)
+    finish()
+
+
+def exit_code() -> int:
+    """128 + the signal's number, as shells report it (130 for Ctrl-C)."""
+    return 128 + (_received[0] if _received else signal.SIGINT)
+
+
+def finish() -> None:
+    """Remove what is left, say so on one line and end the process now."""
+    if not _finishing.acquire(blocking=False):
+        time.sleep(GRACE_SECONDS)  # another thread is finishing: let it
+        os._exit(exit_code())
+    remove_temporaries()
+    name = signal.Signals(_received[0]).name if _received else "SIGINT"
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"airgap: error: interrupted ({name})\n")
+        sys.stderr.flush()
+    os._exit(exit_code())
