@@ -35,8 +35,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from yaml.composer import Composer, ComposerError
 from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.events import AliasEvent, MappingStartEvent, ScalarEvent, SequenceStartEvent
-from yaml.nodes import Node, ScalarNode
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceStartEvent,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode
 from yaml.parser import Parser
 from yaml.reader import Reader
 from yaml.resolver import Resolver
@@ -55,18 +61,36 @@ except ImportError:  # pragma: no cover - PyYAML's wheels include libyaml
     HAVE_LIBYAML = False
 
 
+class _Restart(Exception):
+    """A document being skipped turned out to need its nodes after all (a second
+    ``kind`` key, or an alias as a key): the stream is parsed again without skipping."""
+
+
+_SKIPPED: Any = object()  # compose_document's answer for a document it skipped
+_STR = "tag:yaml.org,2002:str"
+
+
+def _error(problem: str, event: Any) -> ComposerError:
+    return ComposerError(None, None, problem, event.start_mark)
+
+
 class _BoundedComposer(Composer):
-    """PyYAML's composer, counting depth and what aliases expand to."""
+    """PyYAML's composer, counting depth and what aliases expand to; with
+    ``skip_kinds``, a document whose top-level ``kind`` is none of them is read to its
+    end without building nodes (bounds still enforced)."""
 
     max_depth = MAX_COMPONENTS_DEPTH
     max_alias_nodes = MAX_COMPONENTS_ALIAS_NODES
+    skip_kinds: frozenset[str] | None = None
 
     if TYPE_CHECKING:  # provided by the parser and resolver this is mixed with
 
         def peek_event(self) -> Any: ...
         def get_event(self) -> Any: ...
+        def check_event(self, *choices: type) -> bool: ...
         def descend_resolver(self, parent: Node | None, index: object) -> None: ...
         def ascend_resolver(self) -> None: ...
+        def resolve(self, kind: type, value: Any, implicit: Any) -> str: ...
 
     def __init__(self) -> None:
         Composer.__init__(self)
@@ -74,11 +98,98 @@ class _BoundedComposer(Composer):
         self._total = 0  # nodes composed plus nodes aliases stand for
         self._aliased = 0  # nodes aliases stand for, over the whole stream
         self._weights: dict[str, int] = {}  # completed anchor -> nodes it stands for
+        self._open: set[str] = set()  # anchors of collections being skipped
 
     def compose_document(self) -> Node | None:
-        node: Node | None = Composer.compose_document(self)
+        self.get_event()  # DOCUMENT-START
+        node: Node | None
+        if self.skip_kinds is not None and self.check_event(MappingStartEvent):
+            node = self._compose_root(self.skip_kinds)
+        else:
+            node = self.compose_node(None, None)
+        self.get_event()  # DOCUMENT-END
+        self.anchors = {}
         self._weights = {}
         return node
+
+    def _compose_root(self, kinds: frozenset[str]) -> Node:
+        """The top-level mapping, pair by pair, until an explicit ``kind`` outside
+        ``kinds`` is seen; then the rest is skipped (an explicit key always wins over
+        merged ones, so only another ``kind`` key could change it: that restarts)."""
+        event: Any = self.get_event()
+        self._depth += 1
+        self._total += 1
+        self.descend_resolver(None, None)
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(MappingNode, None, event.implicit)
+        node = MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        if event.anchor is not None:
+            self.anchors[event.anchor] = node
+        skipping = False
+        while not self.check_event(MappingEndEvent):
+            if skipping:
+                if self._is_kind_key(self.peek_event()):
+                    raise _Restart
+                self._skip_node()
+                self._skip_node()
+                continue
+            key = self.compose_node(node, None)
+            value = self.compose_node(node, key)
+            node.value.append((key, value))
+            if isinstance(key, ScalarNode) and key.tag == _STR and key.value == "kind":
+                kind = value.value if isinstance(value, ScalarNode) and value.tag == _STR else None
+                skipping = kind not in kinds
+        node.end_mark = self.get_event().end_mark
+        self.ascend_resolver()
+        self._depth -= 1
+        return _SKIPPED if skipping else node
+
+    def _is_kind_key(self, event: Any) -> bool:
+        if isinstance(event, AliasEvent):
+            return True  # it may stand for "kind": not worth finding out
+        if not isinstance(event, ScalarEvent) or event.value != "kind":
+            return False
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(ScalarNode, event.value, event.implicit)
+        return bool(tag == _STR)
+
+    def _skip_node(self) -> None:
+        """Consume one node's events, building nothing, with every bound kept."""
+        open_collections: list[tuple[str | None, int]] = []  # (anchor, total at start)
+        while True:
+            event: Any = self.get_event()
+            if isinstance(event, AliasEvent):
+                self._count_alias(event)
+            elif isinstance(event, ScalarEvent):
+                self._new_anchor(event)
+                self._total += 1
+                if event.anchor is not None:
+                    self._weights[event.anchor] = 1
+            elif isinstance(event, (SequenceStartEvent, MappingStartEvent)):
+                self._new_anchor(event)
+                if self._depth + len(open_collections) + 1 > self.max_depth:
+                    raise _error(f"nested deeper than {self.max_depth} levels", event)
+                open_collections.append((event.anchor, self._total))
+                self._total += 1
+                if event.anchor is not None:
+                    self._open.add(event.anchor)
+                continue
+            else:  # the end of a collection
+                anchor, start = open_collections.pop()
+                if anchor is not None:
+                    self._weights[anchor] = self._total - start
+                    self._open.discard(anchor)
+            if not open_collections:
+                return
+
+    def _new_anchor(self, event: Any) -> None:
+        anchor = event.anchor
+        if anchor is not None and (
+            anchor in self.anchors or anchor in self._weights or anchor in self._open
+        ):
+            raise ComposerError(None, None, f"found duplicate anchor {anchor!r}", event.start_mark)
 
     def compose_node(self, parent: Node | None, index: object) -> Node:
         event: Any = self.peek_event()
@@ -115,14 +226,19 @@ class _BoundedComposer(Composer):
 
     def _alias(self, event: Any) -> Node:
         self.get_event()
+        self._count_alias(event)
+        node: Node = self.anchors[event.anchor]
+        return node
+
+    def _count_alias(self, event: Any) -> None:
         anchor = event.anchor
-        if anchor not in self.anchors:
-            raise ComposerError(None, None, f"found undefined alias {anchor!r}", event.start_mark)
         weight = self._weights.get(anchor)
-        if weight is None:  # still being composed: the alias is inside its own anchor
-            raise ComposerError(
-                None, None, f"alias *{anchor} refers to its own ancestor", event.start_mark
-            )
+        if weight is None:
+            if anchor in self.anchors or anchor in self._open:  # inside its own anchor
+                raise ComposerError(
+                    None, None, f"alias *{anchor} refers to its own ancestor", event.start_mark
+                )
+            raise ComposerError(None, None, f"found undefined alias {anchor!r}", event.start_mark)
         self._total += weight
         self._aliased += weight
         if self._aliased > self.max_alias_nodes:
@@ -132,8 +248,6 @@ class _BoundedComposer(Composer):
                 f"aliases expand to more than {self.max_alias_nodes} nodes",
                 event.start_mark,
             )
-        node: Node = self.anchors[anchor]
-        return node
 
 
 class _BoundedConstructor(SafeConstructor):
@@ -192,18 +306,37 @@ if HAVE_LIBYAML:
     DEFAULT_LOADER = FastLoader
 
 
-def iter_documents(text: str, source: str, *, pure: bool = False) -> Iterator[Any]:
+def iter_documents(
+    text: str, source: str, *, pure: bool = False, kinds: frozenset[str] | None = None
+) -> Iterator[Any]:
     """Each document of a YAML stream in turn, ``None`` for empty ones; one document is
     in memory at a time. ``pure`` forces the pure-Python scanner (for tests).
+
+    With ``kinds``, only mappings whose ``kind`` is one of them are built into Python
+    objects and yielded; every other document is still parsed whole (and bounded), but
+    skipped as nodes: in components most bytes are CRDs, and building their schemas
+    into dicts is a third of the parse. ``kind`` is read from the nodes as the
+    constructor would read it (merge keys applied, the last ``kind`` key winning).
 
     Raises InputError ``SOURCE:LINE:COLUMN: malformed YAML: …`` (or a bound exceeded).
     """
     loader: Any = None
+    done = 0  # documents read (yielded or skipped)
     try:
-        # the pure Reader checks every character up front: construction may fail too
-        loader = (PureLoader if pure else DEFAULT_LOADER)(text)
-        while loader.check_data():
-            yield loader.get_data()
+        try:
+            # the pure Reader checks every character up front: construction may fail too
+            loader = (PureLoader if pure else DEFAULT_LOADER)(text)
+            loader.skip_kinds = kinds
+            for document in _documents(loader, kinds, 0):
+                done += 1
+                if document is not _SKIPPED:
+                    yield document
+        except _Restart:  # an odd document: read everything again, building all nodes
+            loader.dispose()
+            loader = (PureLoader if pure else DEFAULT_LOADER)(text)
+            for document in _documents(loader, kinds, done):
+                if document is not _SKIPPED:
+                    yield document
     except yaml.YAMLError as exc:
         raise InputError(f"{source}{_where(exc)}: malformed YAML: {_problem(exc)}") from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date 2020-13-45
@@ -211,6 +344,37 @@ def iter_documents(text: str, source: str, *, pure: bool = False) -> Iterator[An
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _documents(loader: Any, kinds: frozenset[str] | None, start: int) -> Iterator[Any]:
+    """Documents from number ``start`` on: built, or _SKIPPED."""
+    index = 0
+    while loader.check_node():
+        node = loader.get_node()
+        index += 1
+        if index <= start:
+            continue
+        if node is _SKIPPED or (kinds is not None and _kind(loader, node) not in kinds):
+            yield _SKIPPED
+        else:
+            yield loader.construct_document(node)
+
+
+def _kind(loader: SafeConstructor, node: Node | None) -> str | None:
+    """The ``kind`` a mapping node would have as a dict (None if it is no mapping)."""
+    if not isinstance(node, MappingNode):
+        return None
+    loader.flatten_mapping(node)  # merge keys, as construct_mapping applies them
+    kind = None
+    for key, value in node.value:
+        if (
+            isinstance(key, ScalarNode) and key.tag == _STR and key.value == "kind"
+        ):  # the last one wins, as in a dict
+            kind = value.value if isinstance(value, ScalarNode) and value.tag == _STR else None
+    return kind
+
+
+_STR = "tag:yaml.org,2002:str"
 
 
 def load_documents(text: str, source: str, *, pure: bool = False) -> list[Any]:

@@ -45,8 +45,12 @@ HOSTILE: dict[str, tuple[Callable[[], str], str]] = {
     "alias-to-its-own-ancestor": (lambda: "a: &a [x, *a]\n", "refers to its own ancestor"),
     "100k-nested-flow": (lambda: "x: " + "[" * 100_000 + "\n", "nested deeper than"),
     "100k-nested-block": (lambda: "- " * 100_000 + "x\n", "nested deeper than"),
-    "sexagesimal-4mb": (lambda: "x: " + "1:" * 2_000_000 + "1\n", "integer longer than"),
-    "month-13": (lambda: "x: 2020-13-45\n", "month must be in 1..12"),
+    # values in a workload (documents of other kinds are parsed, never built)
+    "sexagesimal-4mb": (
+        lambda: "kind: Deployment\nspec:\n  replicas: " + "1:" * 2_000_000 + "1\n",
+        "integer longer than",
+    ),
+    "month-13": (lambda: "kind: Deployment\nspec: {paused: 2020-13-45}\n", "month must be"),
     "control-character": (lambda: "x: \x07\n", "malformed YAML"),
     "over-16-mib": (
         lambda: (

@@ -191,3 +191,73 @@ def test_each_components_file_is_parsed_once_per_command(
     crs = [yaml.safe_load(data) for path, data in files.items() if "/providers/" in path]
     core = next(cr for cr in crs if cr["kind"] == ProviderType.CORE.kind)
     assert core["spec"]["deployment"]["containers"][0]["imageUrl"] == IMAGES[0]
+
+
+# --- skipping documents of other kinds ---------------------------------------------
+
+KINDS = frozenset({"Deployment", "Namespace"})
+ODD_DOCUMENTS = [
+    "kind: CustomResourceDefinition\nspec: {a: [1, 2, {b: c}]}\n",
+    "spec: {a: 1}\nkind: Deployment\nmetadata: {name: late-kind}\n",
+    "kind: Service\nspec: {x: 1}\nkind: Deployment\nmetadata: {name: last-kind-wins}\n",
+    "&k kind: Service\nspec: {}\n*k : Deployment\n",
+    '"kind": Deployment\nmetadata: {name: quoted}\n',
+    "!!str kind: Namespace\nmetadata: {name: tagged}\n",
+    "kind: 5\nspec: {}\n",
+    "kind: !!binary ZGVwbG95\n",
+    "<<: {kind: Deployment, a: 1}\nkind: Service\n",
+    "<<: {kind: Deployment, metadata: {name: merged}}\nb: 2\n",
+    "kind: Service\nspec: &s {a: [1, 2]}\nother: [*s, *s]\n",
+    "- just\n- a list\n",
+    "",
+    "plain scalar",
+    "kind: Namespace\nmetadata: {name: after-restart}\n",
+]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure"])
+def test_skipping_other_kinds_keeps_exactly_the_wanted_documents(pure: bool) -> None:
+    text = "\n---\n".join(doc.rstrip("\n") for doc in ODD_DOCUMENTS) + "\n"
+    expected = [
+        doc
+        for doc in yaml.safe_load_all(text)
+        if isinstance(doc, dict) and doc.get("kind") in KINDS
+    ]
+    got = list(yamlload.iter_documents(text, "f", pure=pure, kinds=KINDS))
+    assert got == expected
+    assert [d.get("metadata", {}).get("name") for d in got] == [
+        "late-kind",
+        "last-kind-wins",
+        None,
+        "quoted",
+        "tagged",
+        "merged",
+        "after-restart",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("hostile", "message"),
+    [
+        ("x: " + "[" * 50_000, "nested deeper than 100 levels"),
+        ("x:\n" + "- " * 5_000 + "x", "nested deeper than 100 levels"),
+        ("\n".join(_bomb().splitlines()), "aliases expand to more than 100000 nodes"),
+        ("a: &a {b: *a}", "alias *a refers to its own ancestor"),
+        ("a: *nowhere", "found undefined alias 'nowhere'"),
+        ("a: &x 1\nb: &x 2", "found duplicate anchor 'x'"),
+    ],
+)
+def test_documents_being_skipped_keep_every_bound(hostile: str, message: str) -> None:
+    text = "kind: CustomResourceDefinition\n" + hostile + "\n"
+    with pytest.raises(InputError) as caught:
+        list(yamlload.iter_documents(text, "f", kinds=KINDS))
+    assert message in str(caught.value)
+
+
+def test_skipping_gives_parse_components_the_same_answers(realistic: dict[str, str]) -> None:
+    for name, text in realistic.items():
+        wanted = components._KINDS
+        built = [d for d in yamlload.iter_documents(text, name) if isinstance(d, dict)]
+        assert list(yamlload.iter_documents(text, name, kinds=wanted)) == [
+            d for d in built if d.get("kind") in wanted
+        ]
