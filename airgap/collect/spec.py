@@ -19,11 +19,12 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from airgap import yamlsafe
+from airgap.content.kinds import ContentKind, ContentSpec
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_SPEC_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
-from airgap.providers.types import ProviderType
+from airgap.providers.types import ProviderSpec, ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 from airgap.redact import has_userinfo, redact_url, without_userinfo
 from airgap.reference import parse_reference
@@ -40,20 +41,18 @@ _HOST_RE = re.compile(
 )
 _DOCKER_HUB_ALIASES = {"index.docker.io": "docker.io", "registry-1.docker.io": "docker.io"}
 
-_TOP_KEYS = ("providers", "images", "platforms", "registries")
+_TOP_KEYS = (
+    "providers",
+    "images",
+    "platforms",
+    "registries",
+    "certManager",
+    "operator",
+    "templates",
+)
+_CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile")
 _REGISTRY_KEYS = ("mirror", "caFile", "plainHTTP", "skipTLSVerify")
-
-
-@dataclass(frozen=True)
-class ProviderSpec:
-    """One provider to collect; ``url`` None means the built-in table must know it."""
-
-    name: str
-    type: ProviderType
-    version: str
-    url: str | None = None
-    components_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +73,14 @@ class BundleSpec:
     images: tuple[str, ...] = ()
     platforms: tuple[str, ...] | None = None
     registries: dict[str, RegistrySettings] = field(default_factory=dict)
+    cert_manager: ContentSpec | None = None
+    operator: ContentSpec | None = None
+    templates: bool = True  # each infrastructure provider version's cluster templates
+
+    @property
+    def contents(self) -> tuple[ContentSpec, ...]:
+        """The content entries besides providers, in install order."""
+        return tuple(c for c in (self.cert_manager, self.operator) if c is not None)
 
 
 def load_spec(path: Path) -> BundleSpec:
@@ -112,13 +119,21 @@ class _SpecReader:
         top = self.mapping(root, "", _TOP_KEYS)
         providers = self.providers(top.get("providers"))
         images = self.images(top.get("images"))
-        if not providers and not images:
-            raise self.error(root, "", "nothing to collect: list providers and/or images")
+        cert_manager = self.content(top.get("certManager"), ContentKind.CERT_MANAGER)
+        operator = self.content(top.get("operator"), ContentKind.OPERATOR)
+        if not (providers or images or cert_manager or operator):
+            raise self.error(
+                root, "", "nothing to collect: list providers, images, certManager or operator"
+            )
+        templates = top.get("templates")
         return BundleSpec(
             providers=providers,
             images=images,
             platforms=self.platforms(top.get("platforms")),
             registries=self.registries(top.get("registries")),
+            cert_manager=cert_manager,
+            operator=operator,
+            templates=True if templates is None else self.boolean(top, "", "templates"),
         )
 
     # --- sections -------------------------------------------------------------------
@@ -171,6 +186,22 @@ class _SpecReader:
                 )
             )
         return tuple(result)
+
+    def content(self, entry: tuple[Node, Node] | None, kind: ContentKind) -> ContentSpec | None:
+        """``certManager: {version, url?}`` or ``operator: {version, url?}``."""
+        if entry is None or _is_null(entry[1]):
+            return None
+        where = kind.value
+        keys = self.mapping(entry[1], where, _CONTENT_KEYS)
+        version = self.required_string(entry[1], keys, where, "version")
+        if version_problem(version):
+            raise self.error(
+                keys["version"][1],
+                f"{where}.version",
+                f"invalid version {version!r} (expected {LATEST!r} or a tag like v1.16.1)",
+            )
+        url = self.optional_string(keys, where, "url", _check_url)
+        return ContentSpec(kind, version, url)
 
     def images(self, entry: tuple[Node, Node] | None) -> tuple[str, ...]:
         if entry is None or _is_null(entry[1]):
@@ -303,8 +334,9 @@ class _SpecReader:
         if entry is None or _is_null(entry[1]):
             return False
         node = entry[1]
+        path = f"{where}.{key}" if where else key
         if not isinstance(node, ScalarNode) or node.tag != _BOOL_TAG:
-            raise self.error(node, f"{where}.{key}", f"must be true or false, not {node.value!r}")
+            raise self.error(node, path, f"must be true or false, not {_describe(node)}")
         return str(node.value).lower() in ("true", "yes", "on", "y")
 
     def _yaml_error(self, exc: yaml.YAMLError) -> SpecError:

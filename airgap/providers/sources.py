@@ -22,11 +22,8 @@ from urllib.request import url2pathname
 
 import httpx
 
-from airgap import interrupt, jsonsafe
 from airgap.errors import AirgapError, HTTPStatusError, InputError, NotFoundError
-from airgap.fsutil import name_the_path
-from airgap.http import iter_body, redact_url, send, status_error, stream_get, with_retries
-from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES
+from airgap.http import redact_url, send, status_error, stream_get, with_retries
 from airgap.names import file_name_problem, version_problem
 from airgap.providers.semver import highest
 
@@ -44,6 +41,13 @@ MAX_RELEASE_PAGES = 1000
 
 _GITHUB_PATH_RE = re.compile(r"^/(?P<owner>[^/]+)/(?P<repo>[^/]+)/releases(?:/(?P<rest>.*))?$")
 _YAML_SUFFIXES = (".yaml", ".yml")
+# An anchor's attributes stop at the next "<" or ">", so each character is looked at a
+# bounded number of times whatever the page holds (a lazy ``[^>]*?`` started at every
+# "<a" of a long run without ">" would be quadratic).
+_ANCHOR_RE = re.compile(r"<a\s([^<>]*+)>", re.IGNORECASE)
+_HREF_RE = re.compile(r"""href\s*+=\s*+(?:"([^"]*+)"|'([^']*+)'|([^\s"'<>]++))""", re.IGNORECASE)
+# A directory index page: a few hundred links at most.
+MAX_INDEX_PAGE_BYTES = 1 << 20
 
 
 class ReleaseSource(Protocol):
@@ -70,6 +74,11 @@ class ReleaseSource(Protocol):
 
     def fetch(self, version: str, filename: str, dest: Path) -> None:
         """Stream release file ``filename`` of ``version`` to ``dest`` (atomically)."""
+        ...
+
+    def list_files(self, version: str) -> list[str] | None:
+        """The file names release ``version`` holds, sorted, or None when this kind of
+        source cannot say (a plain HTTP directory without an index page)."""
         ...
 
 
@@ -183,6 +192,7 @@ class GitHubSource(_Located):
         self._token = token
         self._pinned_version = pinned_version
         self._pinned_file = pinned_file
+        self._asset_cache: dict[str, dict[str, str]] = {}
 
     @classmethod
     def from_url(
@@ -233,13 +243,7 @@ class GitHubSource(_Located):
                     f"list releases of {self.url}: GET {redact_url(next_url)}: "
                     "expected a JSON list of releases"
                 )
-            # only what choosing a version needs: a thousand pages of full release
-            # objects (notes, asset lists) would not fit in memory
-            releases.extend(
-                {key: item.get(key) for key in ("tag_name", "draft", "prerelease")}
-                for item in page
-                if isinstance(item, dict)
-            )
+            releases.extend(item for item in page if isinstance(item, dict))
             link = response.links.get("next", {}).get("url")
             next_url = str(response.url.join(link)) if link else None
         return releases
@@ -266,33 +270,47 @@ class GitHubSource(_Located):
         check_version(version, self.url)
         check_filename(filename, self.url)
         what = f"release {version} of {self.url}"
+        assets = self._assets(version)
+        url = assets.get(filename)
+        if url is not None:
+            headers = self._headers(url)
+            headers["Accept"] = "application/octet-stream"
+            download(
+                self._client, url, dest, what=f"download {filename} of {what}", headers=headers
+            )
+            return
+        listing = ", ".join(sorted(assets)) or "none"
+        release_url = f"{self._repo_api()}/releases/tags/{version}"
+        raise NotFoundError(
+            f"{what} has no file {filename} (GET {redact_url(release_url)}; files: {listing})",
+            404,
+        )
+
+    def list_files(self, version: str) -> list[str]:
+        check_version(version, self.url)
+        return sorted(self._assets(version))
+
+    def _assets(self, version: str) -> dict[str, str]:
+        """Asset name -> API download URL of one release, asked once per version (a
+        release's files are fetched one by one, and templates are listed first)."""
+        cached = self._asset_cache.get(version)
+        if cached is not None:
+            return cached
+        what = f"release {version} of {self.url}"
         release_url = f"{self._repo_api()}/releases/tags/{version}"
         try:
             release = _json(self._api_get(release_url, what), what)
         except NotFoundError as exc:
             raise NotFoundError(f"release {version} not found: {exc}", exc.status) from None
         assets = release.get("assets") if isinstance(release, dict) else None
-        names: list[str] = []
+        found: dict[str, str] = {}
         for asset in assets if isinstance(assets, list) else []:
-            if not isinstance(asset, dict):
-                continue
-            names.append(str(asset.get("name")))
-            if asset.get("name") == filename and isinstance(asset.get("url"), str):
-                headers = self._headers(asset["url"])
-                headers["Accept"] = "application/octet-stream"
-                download(
-                    self._client,
-                    asset["url"],
-                    dest,
-                    what=f"download {filename} of {what}",
-                    headers=headers,
-                )
-                return
-        listing = ", ".join(sorted(names)) or "none"
-        raise NotFoundError(
-            f"{what} has no file {filename} (GET {redact_url(release_url)}; files: {listing})",
-            404,
-        )
+            if isinstance(asset, dict) and isinstance(asset.get("name"), str):
+                url = asset.get("url")
+                if isinstance(url, str) and url:
+                    found.setdefault(asset["name"], url)
+        self._asset_cache[version] = found
+        return found
 
     def _repo_api(self) -> str:
         return f"{self.api_base}/repos/{self.owner}/{self.repo}"
@@ -309,9 +327,7 @@ class GitHubSource(_Located):
     def _api_get(self, url: str, what: str) -> httpx.Response:
         client = self._client
         response = send(
-            client,
-            lambda: client.build_request("GET", url, headers=self._headers(url)),
-            body_limit=MAX_API_JSON_BYTES,
+            client, lambda: client.build_request("GET", url, headers=self._headers(url))
         )
         status = response.status_code
         if status < 400:
@@ -367,6 +383,33 @@ class HTTPDirectorySource(_Located):
         )
 
 
+    def list_files(self, version: str) -> list[str] | None:
+        """The files an index page at ``URL/VERSION/`` links to (Apache's, nginx's and
+        Python's directory listings), or None when there is no such page: a plain
+        directory cannot otherwise say what it holds."""
+        check_version(version, self.url)
+        url = f"{self._base}/{version}/"
+        client = self._client
+        try:
+            response = send(client, lambda: client.build_request("GET", url), stream=True)
+        except AirgapError:
+            return None
+        try:
+            content_type = response.headers.get("Content-Type", "")
+            if response.status_code != 200 or "html" not in content_type.lower():
+                return None
+            page = bytearray()
+            for chunk in response.iter_bytes():
+                page += chunk
+                if len(page) > MAX_INDEX_PAGE_BYTES:
+                    return None  # not an index page of one release
+        except httpx.HTTPError:
+            return None
+        finally:
+            response.close()
+        return index_page_files(page.decode("utf-8", errors="replace"))
+
+
 class LocalRepositorySource(_Located):
     """A clusterctl local repository: ``file://BASE/LABEL`` holding ``VERSION/FILE``.
 
@@ -412,6 +455,17 @@ class LocalRepositorySource(_Located):
             )
         return best
 
+    def list_files(self, version: str) -> list[str]:
+        check_version(version, self.url)
+        directory = self.root / version
+        if not directory.is_dir():
+            raise NotFoundError(f"{self.url}: release {version} ({directory}) not found", 404)
+        return sorted(
+            child.name
+            for child in directory.iterdir()
+            if not file_name_problem(child.name) and child.is_file()
+        )
+
     def fetch(self, version: str, filename: str, dest: Path) -> None:
         check_version(version, self.url)
         check_filename(filename, self.url)
@@ -427,6 +481,22 @@ class LocalRepositorySource(_Located):
             raise AirgapError(f"{source}: cannot read ({exc.strerror or exc})") from None
         with reader:
             write_atomically(dest, _copy_from(reader))
+
+
+def index_page_files(html: str) -> list[str]:
+    """The file names an HTML directory listing links to, sorted (pure): relative links
+    that are one path segment and a valid release file name; directories, parents,
+    queries (sort links) and absolute links are not files of this release."""
+    names: set[str] = set()
+    for anchor in _ANCHOR_RE.finditer(html):
+        found = _HREF_RE.search(anchor.group(1))
+        href = next((group for group in found.groups() if group), "") if found else ""
+        if not href or href.startswith(("/", "?", "#", ".")) or "//" in href:
+            continue
+        name = unquote(href.split("?", 1)[0].split("#", 1)[0])
+        if name and not file_name_problem(name):
+            names.add(name)
+    return sorted(names)
 
 
 def _copy_from(reader: BinaryIO, chunk_size: int = 1 << 20) -> Iterable[bytes]:
@@ -469,9 +539,7 @@ def download(
                         f"(HTTP {response.status_code}); the HTTP client must follow redirects"
                     )
                 )
-            write_atomically(
-                dest, iter_body(response, MAX_RELEASE_FILE_BYTES, what=f"{what}: {dest.name}")
-            )
+            write_atomically(dest, response.iter_bytes())
 
     try:
         with_retries(attempt, what=f"{what}: GET {redact_url(url)}")
@@ -485,13 +553,10 @@ def write_atomically(dest: Path, chunks: Iterable[bytes]) -> None:
     fd, temp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     temp = Path(temp_name)
     try:
-        with interrupt.tracked(temp), os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 out.write(chunk)
         temp.replace(dest)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise name_the_path(exc, dest) from None
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
@@ -524,10 +589,9 @@ def _port(url: httpx.URL) -> int | None:
 
 
 def _json(response: httpx.Response, what: str) -> Any:
-    where = f"{what}: GET {redact_url(response.request.url)}"
     try:
-        return jsonsafe.loads(
-            response.content, "response", max_bytes=MAX_API_JSON_BYTES, unique_keys=False
-        )
-    except jsonsafe.JSONShapeError as exc:
-        raise AirgapError(f"{where}: {exc}") from None
+        return response.json()
+    except ValueError:
+        raise AirgapError(
+            f"{what}: GET {redact_url(response.request.url)}: response is not JSON"
+        ) from None

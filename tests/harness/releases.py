@@ -110,6 +110,7 @@ class ReleaseServer:
         self._assets: dict[int, tuple[Release, Asset]] = {}
         self._page_sizes: dict[tuple[str, str], int] = {}
         self._plain: dict[str, bytes] = {}
+        self._indexed: list[str] = []
         self._faults: list[_Fault] = []
         self._requests: list[RecordedRequest] = []
         self._servers: list[ThreadingHTTPServer] = []
@@ -219,6 +220,12 @@ class ReleaseServer:
             self._plain[path] = data
         return f"{self.url}/plain/{path}"
 
+    def index_plain(self, prefix: str) -> None:
+        """Serve directory index pages below ``/plain/PREFIX`` (as Apache's or Python's
+        http.server do), so a plain HTTP source can list a release's files."""
+        with self._lock:
+            self._indexed.append(prefix.strip("/") + "/")
+
     def plain_url(self, prefix: str) -> str:
         return f"{self.url}/plain/{prefix.strip('/')}"
 
@@ -294,6 +301,20 @@ class ReleaseServer:
         with self._lock:
             return self._plain.get(path)
 
+    def _plain_index_enabled(self, directory: str) -> bool:
+        with self._lock:
+            return any(directory.startswith(prefix) for prefix in self._indexed)
+
+    def _plain_listing(self, directory: str) -> list[str]:
+        """Entries directly below ``directory`` (files, and sub-directories with "/")."""
+        with self._lock:
+            names = set()
+            for path in self._plain:
+                if path.startswith(directory):
+                    head, slash, _ = path[len(directory) :].partition("/")
+                    names.add(head + slash)
+            return sorted(names)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -331,7 +352,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._bytes(data) if data is not None else self._not_found()
             return
         if path.startswith("/plain/"):
-            data = state._plain_file(path[len("/plain/") :])
+            relative = path[len("/plain/") :]
+            if relative.endswith("/") and state._plain_index_enabled(relative):
+                self._index_page(state._plain_listing(relative))
+                return
+            data = state._plain_file(relative)
             self._bytes(data) if data is not None else self._not_found()
             return
         self._not_found()
@@ -438,6 +463,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self._send(status, data, {"Content-Type": "application/json", **(headers or {})})
+
+    def _index_page(self, names: list[str]) -> None:
+        """An index page like Python's http.server writes: a parent link, sort links
+        Apache adds, then one relative link per entry."""
+        links = ['<li><a href="../">../</a></li>', '<li><a href="?C=N;O=D">Name</a></li>']
+        links += [f'<li><a href="{quote(name)}">{name}</a></li>' for name in names]
+        body = "".join(links)
+        page = f"<!DOCTYPE HTML><html><body><h1>Index</h1><ul>{body}</ul></body></html>"
+        self._send(200, page.encode(), {"Content-Type": "text/html; charset=utf-8"})
 
     def _bytes(self, data: bytes) -> None:
         self._send(200, data, {"Content-Type": "application/octet-stream"})
