@@ -22,8 +22,11 @@ from urllib.request import url2pathname
 
 import httpx
 
+from airgap import interrupt, jsonsafe
 from airgap.errors import AirgapError, HTTPStatusError, InputError, NotFoundError
-from airgap.http import redact_url, send, status_error, stream_get, with_retries
+from airgap.fsutil import name_the_path
+from airgap.http import iter_body, redact_url, send, status_error, stream_get, with_retries
+from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.names import file_name_problem, version_problem
 from airgap.providers.semver import highest
 
@@ -243,7 +246,13 @@ class GitHubSource(_Located):
                     f"list releases of {self.url}: GET {redact_url(next_url)}: "
                     "expected a JSON list of releases"
                 )
-            releases.extend(item for item in page if isinstance(item, dict))
+            # only what choosing a version needs: a thousand pages of full release
+            # objects (notes, asset lists) would not fit in memory
+            releases.extend(
+                {key: item.get(key) for key in ("tag_name", "draft", "prerelease")}
+                for item in page
+                if isinstance(item, dict)
+            )
             link = response.links.get("next", {}).get("url")
             next_url = str(response.url.join(link)) if link else None
         return releases
@@ -327,7 +336,9 @@ class GitHubSource(_Located):
     def _api_get(self, url: str, what: str) -> httpx.Response:
         client = self._client
         response = send(
-            client, lambda: client.build_request("GET", url, headers=self._headers(url))
+            client,
+            lambda: client.build_request("GET", url, headers=self._headers(url)),
+            body_limit=MAX_API_JSON_BYTES,
         )
         status = response.status_code
         if status < 400:
@@ -539,7 +550,9 @@ def download(
                         f"(HTTP {response.status_code}); the HTTP client must follow redirects"
                     )
                 )
-            write_atomically(dest, response.iter_bytes())
+            write_atomically(
+                dest, iter_body(response, MAX_RELEASE_FILE_BYTES, what=f"{what}: {dest.name}")
+            )
 
     try:
         with_retries(attempt, what=f"{what}: GET {redact_url(url)}")
@@ -553,10 +566,13 @@ def write_atomically(dest: Path, chunks: Iterable[bytes]) -> None:
     fd, temp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     temp = Path(temp_name)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with interrupt.tracked(temp), os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 out.write(chunk)
         temp.replace(dest)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise name_the_path(exc, dest) from None
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
@@ -589,9 +605,10 @@ def _port(url: httpx.URL) -> int | None:
 
 
 def _json(response: httpx.Response, what: str) -> Any:
+    where = f"{what}: GET {redact_url(response.request.url)}"
     try:
-        return response.json()
-    except ValueError:
-        raise AirgapError(
-            f"{what}: GET {redact_url(response.request.url)}: response is not JSON"
-        ) from None
+        return jsonsafe.loads(
+            response.content, "response", max_bytes=MAX_API_JSON_BYTES, unique_keys=False
+        )
+    except jsonsafe.JSONShapeError as exc:
+        raise AirgapError(f"{where}: {exc}") from None
