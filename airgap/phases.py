@@ -1,8 +1,11 @@
 """Opt-in wall-clock time per named phase, for the benchmark (``AIRGAP_PHASE_TIMES``).
 
 With ``AIRGAP_PHASE_TIMES=PATH`` in the environment, every ``with timed("name"):``
-adds its wall-clock seconds to ``name`` and the totals are written to PATH as a JSON
-object when the process exits. Without it, ``timed`` returns one shared object whose
+adds its wall-clock seconds and the process's CPU seconds to ``name``, and the totals
+are written to PATH when the process exits, as JSON:
+``{"providers/parse": {"seconds": 0.12, "cpu_seconds": 0.11}, ...}``. CPU seconds say
+what a phase costs even on a loaded machine (the provider phases run while no other
+thread of the process works). Without it, ``timed`` returns one shared object whose
 ``__enter__`` and ``__exit__`` do nothing: a handful of calls per command, no cost.
 
 Names are ``area/step``; ``providers/…`` is provider handling (fetch, parse and image
@@ -31,13 +34,13 @@ class _Off:
 
 
 class _Timer:
-    def __init__(self, totals: dict[str, float], name: str) -> None:
+    def __init__(self, totals: dict[str, list[float]], name: str) -> None:
         self._totals = totals
         self._name = name
-        self._started = 0.0
+        self._started = (0.0, 0.0)
 
     def __enter__(self) -> None:
-        self._started = time.perf_counter()
+        self._started = (time.perf_counter(), time.process_time())
 
     def __exit__(
         self,
@@ -45,13 +48,14 @@ class _Timer:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        elapsed = time.perf_counter() - self._started
-        self._totals[self._name] = self._totals.get(self._name, 0.0) + elapsed
+        total = self._totals.setdefault(self._name, [0.0, 0.0])
+        total[0] += time.perf_counter() - self._started[0]
+        total[1] += time.process_time() - self._started[1]
 
 
 _OFF = _Off()
 _path = os.environ.get(ENV)
-_totals: dict[str, float] | None = {} if _path else None
+_totals: dict[str, list[float]] | None = {} if _path else None
 
 
 def timed(name: str) -> _Off | _Timer:
@@ -67,7 +71,11 @@ def _write() -> None:
     target = Path(_path)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        temp.write_text(json.dumps({k: round(v, 6) for k, v in _totals.items()}))
+        report = {
+            name: {"seconds": round(wall, 6), "cpu_seconds": round(cpu, 6)}
+            for name, (wall, cpu) in _totals.items()
+        }
+        temp.write_text(json.dumps(report))
         temp.replace(target)
     except OSError:
         temp.unlink(missing_ok=True)  # a measurement aid: never fail the command

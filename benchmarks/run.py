@@ -43,11 +43,22 @@ from benchmarks.measure import (  # noqa: E402
     settle_page_cache,
     skopeo_cmd,
 )
-from benchmarks.workload import GIB, MIB, ImageSet, Workload  # noqa: E402
+from benchmarks.workload import (  # noqa: E402
+    GIB,
+    MIB,
+    ImageSet,
+    PublishedProviders,
+    Workload,
+    publish_realistic,
+)
 from tests.harness import skopeo  # noqa: E402
 from tests.harness.registry import REGISTRY_BINARY, RegistryServer  # noqa: E402
+from tests.harness.releases import ReleaseServer  # noqa: E402
 
 TARGET_PREFIX = "mirror"
+# manager images of the five realistic providers: the first main images (the spec
+# lists them again as plain images, so the bytes moved stay those of the main set)
+PROVIDER_IMAGES = 6
 
 
 def snapshot_airgap(out: Path, source: str) -> dict[str, Any]:
@@ -99,10 +110,17 @@ class Bench:
         # every airgap command imports the frozen copy (PYTHONPATH precedes the editable
         # install's finder), not whatever the working tree holds mid-run
         self.env["PYTHONPATH"] = self.airgap_tree["path"]
+        # the realistic provider releases come from a fake GitHub on loopback; every
+        # airgap command writes its phase times (airgap/phases.py) for provider lines
+        self.releases = ReleaseServer().start()
+        self.env["GITHUB_API_URL"] = self.releases.api_url
+        self.phase_file = self.out / "env" / "phases.json"
+        self.env["AIRGAP_PHASE_TIMES"] = str(self.phase_file)
         shutil.rmtree(self.out / "logs", ignore_errors=True)
         self.runner = Runner(self.out / "logs", self.env)
         self.airgap = airgap_command()
         self.samples: dict[str, list[Sample]] = {}
+        self.phase_detail: dict[str, list[dict[str, dict[str, float]]]] = {}
         self.sizes: dict[str, int] = {}
         self.rows: list[report.Row] = []
         self.workload = Workload(
@@ -149,6 +167,9 @@ class Bench:
         source = self.workload.start_source()
         self.source_pid = registry_pid(source)
         self.log(f"source registry {source.host}")
+        images = self.workload.references(self.workload.main)[:PROVIDER_IMAGES]
+        self.providers: PublishedProviders = publish_realistic(self.releases, images)
+        self.log(f"providers: {self.providers.summary()}")
         env_dir = self.out / "env"
         self.key = env_dir / "bench.key"
         self.pub = env_dir / "bench.pub"
@@ -167,7 +188,14 @@ class Bench:
     def spec(self, name: str, image_set: ImageSet) -> Path:
         assert self.workload.registry is not None
         host = self.workload.registry.host
-        lines = ["images:"]
+        lines = []
+        if name == "main":  # the realistic providers ride along with the main images
+            lines.append("providers:")
+            lines += [
+                f"  - {{name: {p['name']}, type: {p['type']}, version: {p['version']}}}"
+                for p in self.providers.entries
+            ]
+        lines.append("images:")
         lines += [f"  - {ref}" for ref in self.workload.references(image_set)]
         lines += ["registries:", f'  "{host}": {{plainHTTP: true}}']
         path = self.out / "env" / f"{name}.yaml"
@@ -189,7 +217,10 @@ class Bench:
             "-q",
         ]
 
-    def import_(self, bundle: Path, registry: RegistryServer) -> list[str]:
+    def import_(
+        self, bundle: Path, registry: RegistryServer, output_dir: Path | None = None
+    ) -> list[str]:
+        outputs = ["--output-dir", str(output_dir)] if output_dir else []
         return [
             *self.airgap,
             "import",
@@ -200,7 +231,45 @@ class Bench:
             f"{registry.host}/{TARGET_PREFIX}",
             "--plain-http",
             "-q",
+            *outputs,
         ]
+
+    def configmaps(self, bundle: Path, registry: RegistryServer, output_dir: Path) -> list[str]:
+        return [
+            *self.airgap,
+            "configmaps",
+            str(bundle),
+            "--key",
+            str(self.pub),
+            "--registry",
+            f"{registry.host}/{TARGET_PREFIX}",
+            "--plain-http",
+            "--output-dir",
+            str(output_dir),
+        ]
+
+    def measured(
+        self, cmd: list[str], name: str, row: report.Row, *, watch: list[int] | None = None
+    ) -> None:
+        """Run a main-workload airgap command and record it as ``row``, then its
+        provider handling (the sum of its ``providers/…`` phase times) as a line of its
+        own, ``providers/<command>``."""
+        self.phase_file.unlink(missing_ok=True)
+        sample = self.runner.run(cmd, name, watch=watch or [])
+        self.record(row.key, row.phase, row.tool, row.bytes, sample)
+        times = json.loads(self.phase_file.read_text()) if self.phase_file.is_file() else {}
+        phases = [value for key, value in times.items() if key.startswith("providers/")]
+        command = row.key.split("/", 1)[0]
+        self.record(
+            f"providers/{command}",
+            f"{command}: provider handling",
+            f"airgap ({len(self.providers.entries)} providers)",
+            self.providers.bytes,
+            Sample(
+                sum(_phase(p)[0] for p in phases), 0, cpu_seconds=sum(_phase(p)[1] for p in phases)
+            ),
+        )
+        self.phase_detail.setdefault(command, []).append(times)
 
     def cold(self) -> None:
         """Forget earlier verifications: the next import hashes the whole bundle."""
@@ -274,8 +343,8 @@ class Bench:
 
         def airgap_collect() -> None:
             self.fresh_pages(size)
-            sample = run(self.collect("main", bundle), "collect-airgap", watch=source)
-            self.record("collect/airgap", "collect", "airgap", size, sample)
+            row = report.Row("collect/airgap", "collect", "airgap", size)
+            self.measured(self.collect("main", bundle), "collect-airgap", row, watch=source)
 
         def skopeo_collect() -> None:
             shutil.rmtree(layout, ignore_errors=True)
@@ -292,15 +361,16 @@ class Bench:
         ):
 
             def airgap_import(key: str = "import/airgap", phase: str = "import") -> None:
+                cmd = self.import_(bundle, target_a, self.work / "import-out")
+                watch = [registry_pid(target_a)]
+                row = report.Row(key, phase, "airgap --output-dir", size)
                 if key == "import/airgap":
                     self.cold()  # the re-import may use what this import verified
                     self.fresh_pages(size)
-                sample = run(
-                    self.import_(bundle, target_a),
-                    key.replace("/", "-"),
-                    watch=[registry_pid(target_a)],
-                )
-                self.record(key, phase, "airgap", size, sample)
+                    self.measured(cmd, "import-airgap", row, watch=watch)
+                else:
+                    sample = run(cmd, key.replace("/", "-"), watch=watch)
+                    self.record(key, phase, row.tool, size, sample)
 
             def skopeo_import(key: str = "import/skopeo", phase: str = "import") -> None:
                 if key == "import/skopeo":
@@ -322,6 +392,10 @@ class Bench:
                 lambda: airgap_import("reimport/airgap", "re-import (unchanged)"),
                 lambda: skopeo_import("reimport/skopeo", "re-import (unchanged)"),
             )
+            # operator ConfigMaps, CRs and a clusterctl repository, no image pushed
+            cmd = self.configmaps(bundle, target_a, self.work / "configmaps-out")
+            row = report.Row("configmaps/airgap", "configmaps", "airgap", self.providers.bytes)
+            self.measured(cmd, "configmaps-airgap", row)
 
         bundle_size = bundle.stat().st_size
 
@@ -483,6 +557,7 @@ class Bench:
         metrics = report.derive(measurements, raw_keys)
         metrics["small_counts"] = list(self.args.small_counts)
         workload = {
+            "providers": self.providers.summary(),
             "main": self.workload.main.summary(),
             "big": self.workload.big.summary(),
             **{f"small{c}": s.summary() for c, s in self.small_sets.items()},
@@ -507,6 +582,7 @@ class Bench:
             "measurements": measurements,
             "metrics": metrics,
             "targets": report.evaluate(metrics),
+            "provider_phases": self.phase_detail,
             "total_seconds": round(time.monotonic() - self.started, 1),
         }
 
@@ -523,10 +599,18 @@ class Bench:
                 self.profile()
         finally:
             self.workload.stop()
+            self.releases.stop()
             self.runner.close()
             if not self.args.keep:
                 shutil.rmtree(self.work, ignore_errors=True)
         return results
+
+
+def _phase(value: Any) -> tuple[float, float]:
+    """(wall, CPU) seconds of one phase; older airgap wrote wall seconds alone."""
+    if isinstance(value, dict):
+        return float(value["seconds"]), float(value["cpu_seconds"])
+    return float(value), 0.0
 
 
 def _load() -> list[float]:

@@ -42,7 +42,9 @@ from tests.harness.images import (
     OciLayout,
     make_big_image,
 )
+from tests.harness.realistic import REALISTIC_PROVIDERS, realistic_releases
 from tests.harness.registry import RegistryServer
+from tests.harness.releases import ReleaseServer
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -277,6 +279,47 @@ def content_of(
     for descriptor in descriptors:
         visit(descriptor.digest, descriptor.size, True)
     return seen, manifests
+
+
+# -- providers -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublishedProviders:
+    """The realistic providers as published: spec entries and the bytes collect fetches."""
+
+    entries: list[dict[str, str]]
+    files: dict[str, int]  # "OWNER/REPO/TAG/FILE" -> bytes
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.files.values())
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "providers": len(self.entries),
+            "files": len(self.files),
+            "bytes": self.bytes,
+            "mib": round(self.bytes / MIB, 2),
+            "components": {
+                name: size
+                for name, size in self.files.items()
+                if not name.endswith("/metadata.yaml")
+            },
+        }
+
+
+def publish_realistic(server: ReleaseServer, images: list[str]) -> PublishedProviders:
+    """Publish the five realistic provider releases (core ~1.2 MB, bootstrap ~0.6 MB,
+    control-plane ~0.7 MB, docker ~0.16 MB, openstack ~0.65 MB of components) on the fake
+    GitHub, their managers running ``images``; return what a spec needs to collect them.
+    Deterministic: the same images give the same bytes."""
+    files: dict[str, int] = {}
+    for (repository, tag), release in realistic_releases(images).items():
+        owner, repo = repository.split("/")
+        server.add_release(owner, repo, tag, release)
+        files.update({f"{repository}/{tag}/{name}": len(data) for name, data in release.items()})
+    return PublishedProviders([p.spec_entry for p in REALISTIC_PROVIDERS], files)
 
 
 # -- the cached workload -------------------------------------------------------------

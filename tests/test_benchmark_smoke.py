@@ -34,6 +34,7 @@ MEASUREMENTS = [
     "reimport/skopeo",
     "verify/airgap",
     "verify/openssl",
+    "configmaps/airgap",
     "raw/curl-x8",
     "pagecache/dd",
     "big-collect/airgap",
@@ -62,7 +63,12 @@ METRICS = [
     "big_layer_rss_increase_mib",
     "linearity_collect_ratio",
     "linearity_import_ratio",
+    "providers_collect_seconds",
+    "providers_import_seconds",
+    "providers_configmaps_seconds",
 ]
+# provider handling of the realistic providers: a phase time, not a process (no RSS)
+PROVIDER_LINES = ["providers/collect", "providers/import", "providers/configmaps"]
 
 
 def test_tiny_figures_are_never_rounded_to_zero() -> None:
@@ -112,12 +118,20 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
         if key.endswith("/airgap"):  # peak RSS and CPU of every airgap command, from wait4
             assert entry["peak_rss_mib"] > 0, key
             assert entry["median_cpu_seconds"] > 0, key
+    for key in PROVIDER_LINES:
+        entry = data["measurements"][key]
+        assert len(entry["seconds"]) == 1 and entry["median_seconds"] > 0, key
+        assert entry["bytes"] > 3_000_000, key  # five releases, ~3.4 MB of components
+    phases = data["provider_phases"]
+    assert {"providers/fetch", "providers/parse"} <= set(phases["collect"][0])
+    assert {"providers/rewrite", "providers/outputs"} <= set(phases["import"][0])
+    assert data["workload"]["providers"]["providers"] == 5
     for metric in METRICS:
         assert isinstance(data["metrics"][metric], int | float), metric
     assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
 
     targets = {target["metric"]: target for target in data["targets"]}
-    assert len(targets) == 8
+    assert len(targets) == 10
     assert all(isinstance(target["met"], bool) for target in targets.values())
     assert data["workload"]["main"]["indexes"] >= 1  # multi-arch images are in the mix
     assert data["machine"]["nproc"] >= 1 and data["machine"]["date"]

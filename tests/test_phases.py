@@ -19,7 +19,9 @@ def test_phase_times_are_written_only_when_asked(
     assert result.returncode == 0, result.stderr
     times = json.loads(phases.read_text())
     assert set(times) == {"providers/rewrite", "providers/outputs", "providers/write"}
-    assert all(isinstance(value, float) and value >= 0 for value in times.values())
+    for value in times.values():
+        assert set(value) == {"seconds", "cpu_seconds"}
+        assert all(isinstance(v, float) and v >= 0 for v in value.values())
 
     phases.unlink()
     result = run_airgap(*args, tmp_path / "b", env={"AIRGAP_PHASE_TIMES": ""})
