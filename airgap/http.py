@@ -306,8 +306,8 @@ def _too_large(response: httpx.Response, limit: int, what: str) -> ResponseTooLa
     request = response.request
     prefix = f"{what}: " if what else ""
     return ResponseTooLarge(
-        f"{prefix}{request.method} {redact_url(request.url)}: the response is larger "
-        f"than {describe_size(limit)}, more than it can be"
+        f"{prefix}{request.method} {redact_url(request.url)}: response body over the "
+        f"{describe_size(limit)} limit"
     )
 
 

@@ -17,6 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from airgap.errors import InputError, SignatureError
 from airgap.fsutil import write_atomic
+from airgap.inputfile import read_small
+
+MAX_KEY_BYTES = 64 * 1024  # a PEM Ed25519 key is a few hundred bytes
 
 
 def fingerprint(key: Ed25519PublicKey) -> str:
@@ -54,10 +57,7 @@ def generate_keypair(private_path: Path, *, overwrite: bool = False) -> tuple[Pa
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read signing key {path}: {exc.strerror}") from exc
+    data = read_small(path, MAX_KEY_BYTES, "signing key")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
@@ -68,10 +68,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read public key {path}: {exc.strerror}") from exc
+    data = read_small(path, MAX_KEY_BYTES, "public key")
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:

@@ -15,8 +15,9 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from tests.harness.hostile import (
     END,
     Handler,
     HostileServer,
+    LiarRegistry,
     Outcome,
     Request,
     TinyRegistry,
@@ -231,6 +233,9 @@ def test_a_bundle_must_be_a_regular_file(
         ):
             outcome = sandbox.run(*command, timeout=30)
             assert_one_line(outcome, (2,), path, f"is {kind}")
+        if kind != "a directory":  # click refuses directories itself
+            keyed = sandbox.run("verify", capi_bundle.path, "--key", path, timeout=30)
+            assert_one_line(keyed, (2,), f"public key {path} is {kind}")
 
 
 # == family 4: JSON in the signed manifest, index.json and image manifests ==================
@@ -477,7 +482,7 @@ def test_an_endless_manifest_fails_fast_naming_the_url(
     with hostile_server(tiny) as server:
         outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
     url = f"{server.url}/v2/{tiny.name}/manifests/{tiny.tag}"
-    assert_one_line(outcome, (1,), f"GET {url}", "larger than 4 MiB")
+    assert_one_line(outcome, (1,), f"GET {url}", "over the 4 MiB limit")
     assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
 
 
@@ -500,7 +505,7 @@ def test_a_5_mib_manifest_is_refused_by_collect_and_by_verify(
     )
     with hostile_server(tiny) as server:
         outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
-    assert_one_line(outcome, (1,), tiny.name, "larger than 4 MiB")
+    assert_one_line(outcome, (1,), tiny.name, "over the 4 MiB limit")
 
     # the same manifest in a bundle signed by the trusted key
     app = next(i for i in capi_bundle.manifest.images if i.reference.endswith("/app:v1"))
@@ -559,7 +564,7 @@ def test_an_endless_or_inflating_releases_body_fails_fast(
     finally:
         server.stop()
     line = assert_one_line(outcome, (1,), f"{server.url}/api/v3/repos/o/r/releases")
-    assert "larger than 32 MiB" in line, line
+    assert "over the 32 MiB limit" in line, line
     assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
 
 
@@ -581,7 +586,7 @@ def test_endless_token_replies_and_error_bodies_are_cut_short(
             token_or_manifest(request, wire) if request.path == "/token" else tiny(request, wire)
         )
         outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
-        assert_one_line(outcome, (1,), f"GET {realm}", "larger than 1 MiB")
+        assert_one_line(outcome, (1,), f"GET {realm}", "over the 1 MiB limit")
 
         tiny.on_ping = None
         server.handler = tiny
@@ -666,3 +671,115 @@ def test_a_signal_during_a_slow_download_stops_collect_and_leaves_nothing(
     assert_one_line(outcome, (128 + number,), f"interrupted ({signal.Signals(number).name})")
     assert list(out_dir.iterdir()) == []  # no bundle, no *.tmp, no staging directory
     assert list(sandbox.cwd.iterdir()) == [] and list(sandbox.tmp.iterdir()) == []
+
+
+# == family 6: trust, but verify the registry ===========================================
+
+
+def import_into(
+    sandbox: Sandbox, capi_bundle: CollectedBundle, host: str, out: Path, *more: str
+) -> Outcome:
+    return sandbox.run(
+        "import", capi_bundle.path, "--key", capi_bundle.key.public,
+        "--registry", f"{host}/capi", "--plain-http", "--output-dir", out, "-q", *more,
+    )  # fmt: skip
+
+
+def test_a_registry_that_says_201_and_stores_nothing_fails_the_import(
+    sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    liar = LiarRegistry()
+    with hostile_server(liar) as server:
+        outcome = import_into(sandbox, capi_bundle, server.host, work / "out")
+    line = assert_one_line(outcome, (1,), f"registry {server.host} accepted the push but")
+    assert "does not resolve" in line and any(f"image {server.host}/capi/" in line for _ in (1,)), (
+        line
+    )
+    assert any(seen.startswith("PUT /v2/capi/") and "/manifests/" in seen for seen in liar.seen)
+    assert not (work / "out").exists()  # nothing is written for an import that failed
+
+
+@pytest.mark.parametrize(
+    ("liar", "needle"),
+    [
+        (LiarRegistry(upload_location=False), "upload session (HTTP 202) without a Location"),
+        (LiarRegistry(chunk_min_length="abc"), "invalid OCI-Chunk-Min-Length 'abc'"),
+        (LiarRegistry(chunk_min_length="-5"), "invalid OCI-Chunk-Min-Length '-5'"),
+        (LiarRegistry(token_reply=b"<html>login</html>"), "unusable answer"),
+        (LiarRegistry(token_reply=b'["a list"]'), "unusable answer"),
+        (LiarRegistry(token_reply=b'{"token": 5}'), "reply.token: expected a string"),
+    ],
+    ids=["no-location", "chunk-min-abc", "chunk-min-negative", "token-html", "token-list",
+         "token-number"],
+)  # fmt: skip
+def test_faulty_registry_answers_are_one_line_naming_the_registry(
+    liar: LiarRegistry, needle: str, sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    with hostile_server(liar) as server:
+        liar.host = server.host
+        outcome = import_into(sandbox, capi_bundle, server.host, work / "out")
+    assert_one_line(outcome, (1,), server.host, needle)
+    assert not (work / "out").exists()
+
+
+def test_malformed_descriptors_and_redirect_loops_from_a_source_registry(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    tiny = TinyRegistry()
+    bad = json.loads(tiny.manifest)
+    bad["layers"][0]["size"] = "abc"
+    cases: list[tuple[Handler, str]] = [
+        (
+            lambda request, wire: wire.send(
+                200,
+                {"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                json.dumps(bad).encode(),
+            ),
+            "malformed manifest for hostile/app:v1: manifest.layers[0].size: expected a "
+            "non-negative integer, got the string 'abc'",
+        ),
+        (
+            lambda request, wire: wire.send(302, {"Location": request.path}),
+            "too many redirects",
+        ),
+        (
+            lambda request, wire: wire.send(200, {"Content-Type": "text/html"}, b"<html>"),
+            "malformed manifest for hostile/app:v1: manifest: not valid JSON",
+        ),
+    ]
+    with hostile_server(tiny) as server:
+        for handler, needle in cases:
+            tiny.on_manifest = handler
+            outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
+            assert_one_line(outcome, (1,), server.host, needle)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs (root only): a disk that fills up."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode(errors='replace')}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_names_the_file_it_could_not_write(
+    sandbox: Sandbox, tiny_disk: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    tiny = TinyRegistry(layer=os.urandom(1 << 20))  # 1 MiB into 256 KiB
+    bundle = tiny_disk / "b.tar"
+    with hostile_server(tiny) as server:
+        outcome = sandbox.run(
+            "collect", spec_for(server, tiny), "--sign-key", signing_key.private, "-o", bundle
+        )
+    assert_one_line(outcome, (1,), "No space left on device", str(bundle))
+    assert list(tiny_disk.iterdir()) == []  # no partial bundle, no staging directory

@@ -124,7 +124,27 @@ class Pusher:
             self._concurrency,
         )
         run_parallel([partial(self._push_manifests, tree) for tree in todo], self._concurrency)
+        run_parallel([partial(self._confirm, tree) for tree in todo], self._concurrency)
         return self.stats
+
+    def _confirm(self, tree: ImageTree) -> None:
+        """Trust, but verify: after the push, the tag and every manifest digest resolve
+        to what was pushed (one HEAD each). A registry that answered 201 and stored
+        nothing fails the import here, naming the image, instead of at the first pull.
+        (A complete image was confirmed by the HEAD that found it complete.)"""
+        target = tree.mapping.target
+        what = f"image {target}"
+        wanted = [(tree.reference, tree.top.digest)] if tree.reference != tree.top.digest else []
+        wanted += [(manifest.digest, manifest.digest) for manifest in tree.manifests]
+        for reference, digest in wanted:
+            found = self._registry.manifest_digest(target.repository, reference, what=what)
+            if found != digest:
+                state = "does not resolve" if found is None else f"resolves to {found}"
+                name = f"{target.repository}{'@' if reference == digest else ':'}{reference}"
+                raise AirgapError(
+                    f"{what}: registry {self._registry.display_name} accepted the push but "
+                    f"{name} {state} (expected {digest})"
+                )
 
     def _complete(self, tree: ImageTree) -> bool:
         target = tree.mapping.target

@@ -271,7 +271,13 @@ class Registry:
         )
         if response is None:
             return None
-        return int(response.headers.get("Content-Length", "0"))
+        length = response.headers.get("Content-Length", "0").strip()
+        if not length.isdigit():
+            raise AirgapError(
+                f"{what}: registry {self.display_name} answered HEAD {repository}/blobs/"
+                f"{digest} with an invalid Content-Length {length[:40]!r}"
+            )
+        return int(length)
 
     def download_blob(
         self,
@@ -377,7 +383,12 @@ class Registry:
             return False
 
     def _location(self, location: str) -> str:
-        return urljoin(self.base_url + "/", location)
+        try:
+            return urljoin(self.base_url + "/", location)
+        except ValueError:  # e.g. a malformed IPv6 host
+            raise AirgapError(
+                f"registry {self.display_name} gave an invalid Location header"
+            ) from None
 
     def upload_blob(
         self,
@@ -396,8 +407,8 @@ class Registry:
         """
         scopes = (repository_scope(repository, "pull,push"),)
         start = self._start_upload(repository, scopes, what)
-        location = self._location(start.headers["Location"])
-        minimum = int(start.headers.get("OCI-Chunk-Min-Length", "0") or 0)
+        location = self._session_location(start, what)
+        minimum = self._chunk_minimum(start, what)
         if chunk_size is None and minimum == 0:
             try:
                 self._put_monolithic(location, digest, size, body, scopes, what)
@@ -406,12 +417,39 @@ class Registry:
                 if exc.status not in (400, 413, 416):
                     raise
                 self._cancel_upload(start, scopes)  # do not leave the refused session open
-                location = self._location(
-                    self._start_upload(repository, scopes, what).headers["Location"]
+                location = self._session_location(
+                    self._start_upload(repository, scopes, what), what
                 )
         self._put_chunked(
             location, digest, size, body, scopes, what, max(chunk_size or 8 * CHUNK, minimum)
         )
+
+    def _session_location(self, response: httpx.Response, what: str) -> str:
+        """Where an upload session's bytes go: its Location, which must be there."""
+        location = response.headers.get("Location", "").strip()
+        if not location:
+            raise AirgapError(
+                f"{what}: registry {self.display_name} opened an upload session "
+                f"(HTTP {response.status_code}) without a Location header"
+            )
+        try:
+            return str(httpx.URL(self._location(location)))
+        except httpx.InvalidURL:
+            raise AirgapError(
+                f"{what}: registry {self.display_name} gave an invalid upload Location"
+            ) from None
+
+    def _chunk_minimum(self, response: httpx.Response, what: str) -> int:
+        """OCI-Chunk-Min-Length: the smallest PATCH the registry takes (0: no minimum)."""
+        text = response.headers.get("OCI-Chunk-Min-Length", "").strip()
+        if not text:
+            return 0
+        if not text.isascii() or not text.isdigit() or len(text) > 12:
+            raise AirgapError(
+                f"{what}: registry {self.display_name} sent an invalid "
+                f"OCI-Chunk-Min-Length {text[:40]!r}"
+            )
+        return int(text)
 
     def _start_upload(self, repository: str, scopes: tuple[str, ...], what: str) -> httpx.Response:
         """Open an upload session; its Location says where the bytes go."""
@@ -482,7 +520,8 @@ class Registry:
             )
             assert response is not None
             response.close()
-            location = self._location(response.headers.get("Location", location))
+            if response.headers.get("Location"):
+                location = self._session_location(response, what)
             accepted = attempts[0]
             offset += length
         if f"{algorithm}:{accepted.hexdigest()}" != digest:

@@ -122,6 +122,8 @@ def assert_one_line(outcome: Outcome, codes: Iterable[int], *needles: str) -> st
     assert line.startswith("airgap: error: "), line
     for needle in needles:
         assert needle in line, (needle, line)
+    if os.environ.get("HOSTILE_SHOW"):
+        print(f"\n{outcome.returncode} {outcome.max_rss_mib:.0f}MiB {line}")
     return line
 
 
@@ -369,12 +371,19 @@ class LiarRegistry:
 
     upload_location: bool = True
     chunk_min_length: str | None = None
+    token_reply: bytes | None = None  # set: bearer auth whose token service answers this
+    host: str = ""  # set once the server runs, for the token realm
     seen: list[str] = field(default_factory=list)
 
     def __call__(self, request: Request, wire: Wire) -> None:
         self.seen.append(f"{request.method} {request.path}")
         path = request.path
-        if path == "/v2/":
+        if self.token_reply is not None and path == "/token":
+            wire.send(200, {"Content-Type": "application/json"}, self.token_reply)
+        elif self.token_reply is not None and "authorization" not in request.headers:
+            realm = f"http://{self.host}/token"
+            wire.send(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="liar"'})
+        elif path == "/v2/":
             wire.send(200, {"Docker-Distribution-API-Version": "registry/2.0"})
         elif request.method == "POST" and path.endswith("/blobs/uploads/"):
             headers = {"Docker-Upload-UUID": "u1"}
