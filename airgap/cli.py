@@ -265,6 +265,12 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
                 type=click.Path(file_okay=False, path_type=Path),
                 help="Where to write rewritten components and configuration.",
             ),
+            click.option(
+                "--output-location",
+                type=click.Path(file_okay=False, path_type=Path),
+                help="Where the output tree will be read from when it is moved after "
+                "writing (clusterctl.yaml's file:// URLs point there; default: --output-dir).",
+            ),
         ]
     ):
         function = decorator(function)
@@ -352,6 +358,7 @@ def _import_options(
     keep_source_registry: bool,
     no_pin: bool,
     output_dir: Path | None,
+    output_location: Path | None,
     concurrency: int,
     ca_file: str | None,
     insecure_skip_tls_verify: bool,
@@ -385,6 +392,7 @@ def _import_options(
         provider_source=provider_source,
         reverify=reverify,
         variables=VariableValues.from_sources(file_values, os.environ),
+        output_location=output_location.absolute() if output_location else None,
     )
 
 

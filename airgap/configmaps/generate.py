@@ -6,13 +6,15 @@ both rewrite the components to the same target references, so their outputs agre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from airgap import phases
 from airgap.configmaps import emit, ocisource
+from airgap.configmaps.management import README, content_outputs, readme
 from airgap.configmaps.variables import VariableValues
+from airgap.mirror.contents import RewrittenContent
 from airgap.mirror.mapping import Target
 from airgap.mirror.outputs import RewrittenProvider
 from airgap.registry.client import Registry
@@ -27,6 +29,9 @@ class ProviderOutputOptions:
     provider_source: str = "selector"
     # values for the components' variables (environment over --variables FILE)
     variables: VariableValues = field(default_factory=VariableValues)
+    # where the tree will be read from, if not output_dir (--output-location): the
+    # file:// URLs of clusterctl.yaml point there
+    location: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -55,13 +60,23 @@ def provider_outputs(
     target: Target,
     created: str,
     registry: Registry | None = None,
+    contents: Sequence[RewrittenContent] = (),
 ) -> ProviderOutputs:
     """``operator/`` and ``clusterctl/`` files; with the OCI source, publish artifacts
-    to ``registry`` first and point the CRs at them."""
+    to ``registry`` first and point the CRs at them. ``contents`` (cert-manager, the
+    operator, templates) add their install steps and clusterctl files
+    (``configmaps.management``)."""
     with phases.timed("providers/outputs"):
-        return _provider_outputs(
+        outputs = _provider_outputs(
             providers, options, target=target, created=created, registry=registry
         )
+    location = options.location or options.output_dir
+    management = content_outputs(contents, location)
+    files = outputs.files
+    files.update(emit.clusterctl_files(providers, location, extra=management.clusterctl))
+    files.update(management.files)
+    files[README] = readme(management.steps, files)
+    return outputs
 
 
 def _provider_outputs(
@@ -88,6 +103,5 @@ def _provider_outputs(
     operator = emit.operator_files(
         providers, namespace=options.namespace, oci_references=oci_references, lookup=values.get
     )
-    files = operator.files
-    files.update(emit.clusterctl_files(providers, options.output_dir))
+    files = operator.files  # clusterctl/ is added by provider_outputs, with content
     return ProviderOutputs(files, operator.missing)

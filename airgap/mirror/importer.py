@@ -12,6 +12,7 @@ from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, p
 from airgap.configmaps.variables import VariableValues
 from airgap.inputfile import read_small
 from airgap.mirror.blobindex import BlobIndex
+from airgap.mirror.contents import rewrite_contents
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import Pusher, PushStats, load_tree
@@ -42,6 +43,8 @@ class ImportOptions:
     # values for the components' variables: environment over --variables FILE
     variables: VariableValues = field(default_factory=VariableValues)
     reverify: bool = False  # hash every blob up front, as verify does, not only those pushed
+    # where the output tree will be read from, if not output_dir (--output-location)
+    output_location: Path | None = None
 
     def pool(self) -> RegistryPool:
         """A registry pool configured for the target registry."""
@@ -60,7 +63,11 @@ class ImportOptions:
     def provider_output_options(self) -> ProviderOutputOptions:
         assert self.output_dir is not None
         return ProviderOutputOptions(
-            self.output_dir, self.namespace, self.provider_source, self.variables
+            self.output_dir,
+            self.namespace,
+            self.provider_source,
+            self.variables,
+            location=self.output_location,
         )
 
 
@@ -134,6 +141,7 @@ def run_import(
     if options.dry_run:
         return ImportResult(bundle, mappings, None, time.monotonic() - started)
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+    contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
     by_reference = {str(m.source): m for m in mappings}
     owners = tag_owners(mappings)
     trees = [
@@ -157,6 +165,7 @@ def run_import(
             target=options.target,
             created=manifest.created,
             registry=registry,
+            contents=contents,
         )
         missing.update(outputs.missing)
         return outputs.files
@@ -214,6 +223,7 @@ def run_configmaps(
     bundle, mappings = verified_mappings(bundle_path, keys, options)
     manifest = bundle.require_verified()
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+    contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
     output = options.provider_output_options()
     if options.provider_source == "oci":
         with options.pool() as pool:
@@ -223,8 +233,11 @@ def run_configmaps(
                 target=options.target,
                 created=manifest.created,
                 registry=pool.registry(options.target.host),
+                contents=contents,
             )
     else:
-        files = provider_outputs(providers, output, target=options.target, created=manifest.created)
+        files = provider_outputs(
+            providers, output, target=options.target, created=manifest.created, contents=contents
+        )
     write_tree(output.output_dir, files.files)
     return files

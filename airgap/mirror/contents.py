@@ -1,0 +1,115 @@
+"""Content (cert-manager, the operator, templates) pointed at the target registry.
+
+One path for every kind, as for providers: every manifest is rewritten line by line
+(``mirror.rewrite``: documents, comments and variables stay as they were) so each bundle
+image names the target, pinned by digest unless ``--no-pin``, and is then checked: an
+image the rewritten text still runs from elsewhere fails the import, naming the file.
+Chart packages travel byte for byte; their images are pointed at the mirror by a values
+file instead (``content.chart.values_overrides``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airgap import phases
+from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.content.chart import read_chart, values_overrides
+from airgap.content.kinds import ContentKind, is_chart, is_manifest
+from airgap.errors import AirgapError
+from airgap.mirror.mapping import Mapping
+from airgap.mirror.rewrite import rewrite_images
+from airgap.providers.components import lenient_images, parse_components
+from airgap.reference import Reference
+from airgap.verify.bundle import VerifiedBundle
+
+
+@dataclass(frozen=True)
+class RewrittenContent:
+    """One content record as import writes it."""
+
+    record: ContentRecord
+    kind: ContentKind
+    files: dict[str, bytes]  # file name -> bytes: manifests rewritten, charts as carried
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)  # chart file -> values
+
+
+class TargetImages:
+    """Where each bundle image lands, and the references rewritten text may hold."""
+
+    def __init__(self, manifest: BundleManifest, mappings: list[Mapping], *, pin: bool) -> None:
+        self._digests = {image.reference: image.digest for image in manifest.images}
+        self._by_source = {str(m.source): m for m in mappings}
+        self._pin = pin
+
+    def target(self, source: str) -> tuple[Reference, str | None] | None:
+        """The target reference of a bundle image and the digest to pin it by (None:
+        ``--no-pin``); None for an image the bundle does not hold."""
+        mapping = self._by_source.get(source)
+        if mapping is None:
+            return None
+        return mapping.target, self._digests[source] if self._pin else None
+
+    def lookup(self, source: str) -> str | None:
+        """The rewritten reference for a normalised source reference (None: not ours)."""
+        found = self.target(source)
+        if found is None:
+            return None
+        reference, digest = found
+        return str(reference.with_digest(digest)) if digest else str(reference)
+
+    def allowed(self) -> set[str]:
+        """Every reference a rewritten file may run: each target, tagged or pinned."""
+        return {str(m.target) for m in self._by_source.values()} | {
+            m.pinned(self._digests[source]) for source, m in self._by_source.items()
+        }
+
+
+def rewrite_contents(
+    bundle: VerifiedBundle, manifest: BundleManifest, mappings: list[Mapping], *, pin: bool
+) -> list[RewrittenContent]:
+    """Every content record with its images pointing at the target."""
+    with phases.timed("contents/rewrite"):
+        targets = TargetImages(manifest, mappings, pin=pin)
+        return [_rewrite(record, bundle.read, targets) for record in manifest.contents]
+
+
+def _rewrite(
+    record: ContentRecord, read: Callable[[str], bytes], targets: TargetImages
+) -> RewrittenContent:
+    kind = ContentKind(record.kind)
+    allowed = targets.allowed()
+    files: dict[str, bytes] = {}
+    values: dict[str, dict[str, Any]] = {}
+    for path in record.files:
+        name = path.rsplit("/", 1)[1]
+        data = read(path)
+        if is_chart(name):
+            files[name] = data
+            values[name] = values_overrides(read_chart(data, path), targets.target)
+            continue
+        if not is_manifest(name):
+            continue  # verify refuses other files; nothing to write for them
+        text = _text(data, path)
+        new_text, _ = rewrite_images(text, targets.lookup)
+        if kind is ContentKind.TEMPLATES:
+            images, _unresolved = lenient_images(new_text, path)
+        else:
+            images = parse_components(new_text, path).images
+        leftover = [image for image in images if image not in allowed]
+        if leftover:
+            raise AirgapError(
+                f"{path}: could not rewrite image {leftover[0]} "
+                "(not in the bundle, or written in a YAML style airgap cannot edit in place)"
+            )
+        files[name] = new_text.encode()
+    return RewrittenContent(record, kind, files, values)
+
+
+def _text(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AirgapError(f"{path}: not UTF-8 text") from None
