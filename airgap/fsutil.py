@@ -124,9 +124,15 @@ def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
                 temporary = f".{parts[-1][:200]}.{secrets.token_hex(6)}.tmp"
                 staged.append((directory, temporary, parts[-1]))
                 _write_new(directory, temporary, data, file_mode(data), root / relative)
-            for directory, temporary, final in staged:
+                if _is_directory(parts[-1], directory):
+                    raise AirgapError(f"{root / relative} is a directory, not a file")
+            for (directory, temporary, final), (relative, _, _) in zip(staged, plans, strict=True):
                 # a rename replaces a link at the final name itself, never its target
-                os.rename(temporary, final, src_dir_fd=directory, dst_dir_fd=directory)
+                try:
+                    os.rename(temporary, final, src_dir_fd=directory, dst_dir_fd=directory)
+                except OSError as exc:
+                    where = root / relative
+                    raise AirgapError(f"{where}: cannot write ({exc.strerror or exc})") from None
                 renamed += 1
         finally:
             for directory, temporary, _ in staged[renamed:]:
@@ -205,6 +211,13 @@ class _DirectoryTree:
             raise AirgapError(f"{path}: cannot open ({exc.strerror or exc})") from None
         self._fds[key] = fd
         return fd
+
+
+def _is_directory(name: str, directory: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _is_link(name: str, directory: int) -> bool:

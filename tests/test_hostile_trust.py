@@ -567,6 +567,10 @@ def test_the_output_writer_stays_in_its_directory(tmp_path: Path) -> None:
     with pytest.raises(OutputSymlink):
         fsutil.write_tree(root, {"fresh.txt": b"x", "t/escape.txt": b"x"})
     assert not (root / "fresh.txt").exists() and not (tmp_path / "escape.txt").exists()
+    (root / "taken").mkdir()
+    with pytest.raises(AirgapError, match="is a directory"):
+        fsutil.write_tree(root, {"fresh.txt": b"x", "taken": b"x"})
+    assert not (root / "fresh.txt").exists() and (root / "taken").is_dir()
     assert not [p for p in root.rglob(".*.tmp")]
 
 
