@@ -18,7 +18,7 @@ def test_phase_times_are_written_only_when_asked(
     result = run_airgap(*args, tmp_path / "a", env={"AIRGAP_PHASE_TIMES": str(phases)})
     assert result.returncode == 0, result.stderr
     times = json.loads(phases.read_text())
-    assert set(times) == {"providers/rewrite", "providers/outputs", "providers/write"}
+    assert {"providers/rewrite", "providers/outputs", "providers/write"} <= set(times)
     for value in times.values():
         assert set(value) == {"seconds", "cpu_seconds"}
         assert all(isinstance(v, float) and v >= 0 for v in value.values())
