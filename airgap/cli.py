@@ -7,8 +7,10 @@ input error); a traceback is only ever shown for a bug, never for a user error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,14 +47,17 @@ def main() -> None:
     (``airgap.interrupt``)."""
     interrupt.install()
     try:
-        code = cli.main(standalone_mode=False)
+        code = cli.main(prog_name="airgap", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         interrupt.finish()
+    except click.exceptions.NoArgsIsHelpError as exc:  # plain ``airgap``: the help
+        click.echo(exc.ctx.get_help())
+        code = 0
     except click.ClickException as exc:  # usage errors too: one line, like every error
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see {exc.ctx.command_path} --help)"
-        _fail(f"{exc.format_message()}{hint}", exc.exit_code)
+        _fail(f"{exc.format_message().rstrip('.')}{hint}", exc.exit_code)
     except AirgapError as exc:
         _fail(str(exc), exc.exit_code)
     except OSError as exc:
@@ -61,13 +66,57 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="airgap")
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe nobody reads any more (POLLERR on its end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+class _Airgap(click.Group):
+    """The command group; a reader that stops reading is not a failure."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # caught here: click's own handler would exit 1
+            if not _stdout_closed():
+                raise AirgapError("broken pipe") from None
+            # ``airgap … | head -1``: the reader had enough, which is not a failure
+            _silence_stdout()
+            return 0
+
+
+@click.group(
+    cls=_Airgap,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes: 0 success, 1 operation failed, 2 usage or input error.",
+)
+@click.version_option(
+    __version__, "--version", "-V", prog_name="airgap", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Carry Cluster API providers and their images across an air gap."""
 
 
-@cli.command()
+@cli.command(short_help="Show airgap's version.")
+def version() -> int:
+    """Print airgap's version (the same as ``airgap --version``)."""
+    click.echo(f"airgap {__version__}")
+    return 0
+
+
+@cli.command(short_help="Create an Ed25519 signing key pair.")
 @click.argument("private_key", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite existing key files.")
 def keygen(private_key: Path, force: bool) -> int:
@@ -77,7 +126,7 @@ def keygen(private_key: Path, force: bool) -> int:
     return 0
 
 
-@cli.command()
+@cli.command(short_help="Collect providers and their images into one signed bundle.")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--sign-key",
@@ -92,14 +141,25 @@ def keygen(private_key: Path, force: bool) -> int:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Bundle file to write.",
 )
-@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--force", is_flag=True, help="Overwrite an existing bundle file.")
+@click.option(
+    "--concurrency",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Parallel image downloads.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def collect(spec: Path, sign_key: Path, output: Path, concurrency: int, quiet: bool) -> int:
+def collect(
+    spec: Path, sign_key: Path, output: Path, force: bool, concurrency: int, quiet: bool
+) -> int:
     """Collect provider releases and their images into one signed bundle."""
     from airgap.collect.collector import collect as run_collect
 
     with Progress.for_terminal(quiet) as progress:
-        result = run_collect(spec, output, sign_key, concurrency=concurrency, progress=progress)
+        result = run_collect(
+            spec, output, sign_key, concurrency=concurrency, progress=progress, overwrite=force
+        )
     manifest = result.manifest
     if not quiet:
         click.echo(
@@ -110,10 +170,18 @@ def collect(spec: Path, sign_key: Path, output: Path, concurrency: int, quiet: b
     return 0
 
 
-@cli.command()
+@cli.command(short_help="Show what a bundle holds, without verifying it.")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def inspect(bundle: Path, fmt: str) -> int:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--wide", is_flag=True, help="Full digests and references in tables.")
+def inspect(bundle: Path, fmt: str, wide: bool) -> int:
     """Show what a bundle holds (read from its manifest; run verify to check it)."""
     from airgap.verify.report import inventory_json, inventory_tables
 
@@ -127,7 +195,7 @@ def inspect(bundle: Path, fmt: str) -> int:
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
     click.echo()
-    click.echo(inventory_tables(manifest))
+    click.echo(inventory_tables(manifest, wide=wide))
     return 0
 
 
@@ -163,16 +231,24 @@ def key_options(function: Callable[..., int]) -> Callable[..., int]:
     )(function)
 
 
-@cli.command()
+@cli.command(short_help="Check a bundle's signature, digests, safety and policy.")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @key_options
 @click.option("--policy", type=click.Path(dir_okay=False, path_type=Path), help="Policy YAML.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Report format.",
+)
 @click.option(
     "--sbom",
     type=click.Choice(["spdx", "cyclonedx"]),
     help="Print an inventory document instead of the report.",
 )
+@click.option("--wide", is_flag=True, help="Full digests and references in tables.")
 def verify(
     bundle: Path,
     keys: tuple[Path, ...],
@@ -180,6 +256,7 @@ def verify(
     policy: Path | None,
     fmt: str,
     sbom: str | None,
+    wide: bool,
 ) -> int:
     """Verify a bundle: signature, every digest, tar safety, providers and policy."""
     from airgap.verify import policy as policy_rules
@@ -208,7 +285,7 @@ def verify(
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(report.text())
+        click.echo(report.text(wide=wide))
     if not report.ok:  # the report is on stdout; scripts and logs get the verdict too
         click.echo(f"airgap: error: {_not_verified(report)}", err=True)
         return EXIT_FAILURE
@@ -255,12 +332,6 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
                 "--no-pin", is_flag=True, help="Do not pin rewritten references by digest."
             ),
             click.option(
-                "--reverify",
-                is_flag=True,
-                help="Hash every blob before pushing anything, as verify does (default: "
-                "each blob as it is pushed; blobs the registry holds are not read).",
-            ),
-            click.option(
                 "--output-dir",
                 type=click.Path(file_okay=False, path_type=Path),
                 help="Where to write rewritten components and configuration.",
@@ -294,7 +365,6 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
             click.option(
                 "--password-stdin", is_flag=True, help="Read the registry password from stdin."
             ),
-            click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 64)),
             click.option("--namespace", help="Put every operator object in this namespace."),
             click.option(
                 "--provider-source",
@@ -316,11 +386,24 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
     return function
 
 
-@cli.command("import")
+@cli.command("import", short_help="Verify a bundle, push it into a registry, write configs.")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @key_options
 @target_options
 @connection_options
+@click.option(
+    "--concurrency",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Parallel blob uploads.",
+)
+@click.option(
+    "--reverify",
+    is_flag=True,
+    help="Hash every blob before pushing anything, as verify does (default: "
+    "each blob as it is pushed; blobs the registry holds are not read).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def import_(
@@ -359,7 +442,6 @@ def _import_options(
     no_pin: bool,
     output_dir: Path | None,
     output_location: Path | None,
-    concurrency: int,
     ca_file: str | None,
     insecure_skip_tls_verify: bool,
     plain_http: bool,
@@ -367,8 +449,9 @@ def _import_options(
     password_stdin: bool,
     namespace: str | None,
     provider_source: str,
-    reverify: bool,
     variables_file: Path | None,
+    concurrency: int = 8,
+    reverify: bool = False,
     dry_run: bool = False,
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
@@ -410,7 +493,7 @@ def _warn_missing_variables(missing: dict[str, list[str]], output_dir: Path) -> 
     )
 
 
-@cli.command()
+@cli.command(short_help="Write operator objects and a clusterctl repo; push no image.")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @key_options
 @target_options

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import random
+import socket
 import ssl
 import time
 import zlib
@@ -53,12 +55,20 @@ class RetryPolicy:
     base_delay: float = 0.25
     max_delay: float = 20.0
     statuses: frozenset[int] = field(default=RETRY_STATUSES)
+    # Parallel workers refused together (a 429) must not come back together: each wait
+    # is spread over this fraction of itself (backoff: shortened by up to it; a server's
+    # Retry-After, a minimum, lengthened by up to it).
+    jitter: float = 0.5
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Exponential backoff, or the server's Retry-After when it gave one."""
+        """Jittered exponential backoff, or the server's Retry-After (plus jitter) when
+        it gave one; never more than ``max_delay``."""
+        spread = self.jitter * random.random()
         if retry_after is not None:
-            return float(min(max(retry_after, 0.0), self.max_delay))
-        return float(min(self.base_delay * 2.0**attempt, self.max_delay))
+            wait = max(retry_after, 0.0)
+            return float(min(wait + spread * max(wait, self.base_delay), self.max_delay))
+        backoff = min(self.base_delay * 2.0**attempt, self.max_delay)
+        return float(backoff * (1.0 - spread))
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -137,10 +147,40 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     return max(0.0, parsed.timestamp() - time.time())
 
 
+def is_transient(exc: httpx.TransportError) -> bool:
+    """Whether trying again might help: a dropped connection or a timeout might, a name
+    that does not resolve, a certificate or a protocol mismatch will not (failing at
+    once instead of after seconds of retries)."""
+    if _is_tls_failure(exc) or isinstance(exc, httpx.UnsupportedProtocol | httpx.ProxyError):
+        return False
+    for cause in _causes(exc):
+        if isinstance(cause, socket.gaierror | ssl.SSLCertVerificationError):
+            return False
+        dropped = isinstance(cause, ssl.SSLEOFError | ssl.SSLZeroReturnError)
+        if isinstance(exc, httpx.ConnectError) and isinstance(cause, ssl.SSLError) and not dropped:
+            return False  # the handshake failed: TLS spoken to plain HTTP, no common cipher
+    return True
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (httpx wraps httpcore wraps OSError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) -> NetworkError:
     """Turn an httpx transport failure into a one-line NetworkError or TLSError."""
     target = redact_url(url)
     text = str(exc) or type(exc).__name__
+    unresolved = next((c for c in _causes(exc) if isinstance(c, socket.gaierror)), None)
+    if unresolved is not None:
+        return NetworkError(
+            f"{target}: cannot resolve the host name ({unresolved.strerror or unresolved})"
+        )
     if _is_tls_failure(exc):
         return TLSError(
             f"{target}: TLS certificate not trusted ({_short(text)}); "
@@ -227,7 +267,7 @@ def send(
             return response if stream else _buffered(response, body_limit)
         except httpx.TransportError as exc:
             last_exc = exc
-            if _is_tls_failure(exc) or attempt == policy.attempts - 1:
+            if not is_transient(exc) or attempt == policy.attempts - 1:
                 break
             _sleep_for(policy, attempt, None)
         except httpx.TooManyRedirects:
@@ -380,7 +420,10 @@ def with_retries(
         try:
             return action()
         except (httpx.TransportError, NetworkError) as exc:
-            if isinstance(exc, TLSError) or attempt == policy.attempts - 1:
+            final = isinstance(exc, TLSError) or (
+                isinstance(exc, httpx.TransportError) and not is_transient(exc)
+            )
+            if final or attempt == policy.attempts - 1:
                 if isinstance(exc, httpx.TransportError):
                     raise NetworkError(f"{what}: connection failed ({_short(str(exc))})") from None
                 raise

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+TABLE_WIDTH = 100  # what a table may take unless --wide: fits a terminal split in two
+ELLIPSIS = "…"
+
 
 def human_size(size: int) -> str:
     value = float(size)
@@ -14,12 +17,56 @@ def human_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def short_digest(digest: str) -> str:
+    """``sha256:0123456789ab``: the first 12 hex digits, as docker shows image IDs."""
+    algorithm, separator, hexits = digest.partition(":")
+    return f"{algorithm}:{hexits[:12]}" if separator else digest[:12]
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters in the middle, keeping more of the end (a
+    reference's tag) than of the start (its registry)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = (width - 1) // 3
+    tail = width - 1 - head
+    return f"{text[:head]}{ELLIPSIS}{text[len(text) - tail :]}"
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    max_width: int | None = None,
+    shrink: Sequence[tuple[int, int]] = (),
+) -> str:
+    """Aligned columns; with ``max_width``, cells are cut in the middle until every line
+    fits: ``shrink`` lists ``(column, floor)`` steps, each narrowing its column down to
+    ``floor`` before the next step starts."""
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    if max_width is not None:
+        widths = _fit(widths, max_width, shrink)
     lines = [headers, *rows]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        "  ".join(
+            shorten_middle(cell, width).ljust(width)
+            for cell, width in zip(line, widths, strict=True)
+        ).rstrip()
         for line in lines
     )
+
+
+def _fit(widths: list[int], max_width: int, shrink: Sequence[tuple[int, int]]) -> list[int]:
+    widths = list(widths)
+    excess = sum(widths) + 2 * (len(widths) - 1) - max_width
+    for column, floor in shrink:
+        if excess <= 0:
+            break
+        cut = min(excess, max(widths[column] - max(floor, 1), 0))
+        widths[column] -= cut
+        excess -= cut
+    return widths

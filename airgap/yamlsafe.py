@@ -70,6 +70,14 @@ def check_bounds(
             )
 
 
+def located(source: object, node: yaml.Node | None, key: str, message: str) -> str:
+    """``FILE:LINE: KEY: message``: the one form a mistake in a hand-written YAML file
+    (spec, policy) is reported in, so the user can jump to the line to fix."""
+    line = f":{node.start_mark.line + 1}" if node is not None and node.start_mark else ""
+    where = f" {key}:" if key else ""
+    return f"{source}{line}:{where} {message}"
+
+
 def utf8_length(text: str, limit: int) -> int:
     """``text``'s length in UTF-8 bytes, exact wherever it matters against ``limit``
     (a file's bytes and its decoded text must meet the same cap)."""

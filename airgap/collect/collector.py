@@ -70,12 +70,13 @@ def collect(
     *,
     concurrency: int = 8,
     progress: Progress = QUIET,
+    overwrite: bool = False,
 ) -> CollectResult:
     started = time.monotonic()
     spec = load_spec(spec_path)
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
     output = output.absolute()
-    output.parent.mkdir(parents=True, exist_ok=True)
+    check_output(output, overwrite=overwrite)
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
@@ -109,6 +110,22 @@ def collect(
         shutil.rmtree(staging, ignore_errors=True)
         interrupt.untrack(staging)
     return CollectResult(output, manifest, time.monotonic() - started)
+
+
+def check_output(output: Path, *, overwrite: bool) -> None:
+    """Refuse a bundle path whose directory is missing rather than create it (an
+    unmounted USB disk would fill the root filesystem instead), and an existing bundle
+    unless ``overwrite`` (``--force``), as keygen refuses to overwrite a key."""
+    parent = output.parent
+    if not parent.is_dir():
+        state = "is not a directory" if parent.exists() else "does not exist"
+        raise InputError(
+            f"{output}: directory {parent} {state} (is the disk mounted? airgap does not create it)"
+        )
+    if output.is_dir():
+        raise InputError(f"{output} is a directory; -o names the bundle file to write")
+    if (output.exists() or output.is_symlink()) and not overwrite:
+        raise InputError(f"{output} already exists; refusing to overwrite a bundle (use --force)")
 
 
 def _fetch_providers(

@@ -105,9 +105,7 @@ class _SpecReader:
         self.base_dir = path.parent
 
     def error(self, node: Node | None, key: str, message: str) -> SpecError:
-        line = f":{node.start_mark.line + 1}" if node is not None else ""
-        where = f" {key}:" if key else ""
-        return SpecError(f"{self.path}{line}:{where} {message}")
+        return SpecError(yamlsafe.located(self.path, node, key, message))
 
     def read(self, text: str) -> BundleSpec:
         try:

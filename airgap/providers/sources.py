@@ -10,6 +10,7 @@ half-written components file can never be mistaken for a complete one.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tempfile
@@ -310,7 +311,8 @@ class GitHubSource(_Located):
         try:
             release = _json(self._api_get(release_url, what), what)
         except NotFoundError as exc:
-            raise NotFoundError(f"release {version} not found: {exc}", exc.status) from None
+            hint = did_you_mean(version, self._tags())
+            raise NotFoundError(f"release {version} not found: {exc}{hint}", exc.status) from None
         assets = release.get("assets") if isinstance(release, dict) else None
         found: dict[str, str] = {}
         for asset in assets if isinstance(assets, list) else []:
@@ -320,6 +322,14 @@ class GitHubSource(_Located):
                     found.setdefault(asset["name"], url)
         self._asset_cache[version] = found
         return found
+
+    def _tags(self) -> list[str]:
+        """Every release tag, for a suggestion; none when they cannot be listed."""
+        try:
+            releases = self.list_releases()
+        except AirgapError:
+            return []
+        return [str(r["tag_name"]) for r in releases if isinstance(r.get("tag_name"), str)]
 
     def _repo_api(self) -> str:
         return f"{self.api_base}/repos/{self.owner}/{self.repo}"
@@ -470,7 +480,8 @@ class LocalRepositorySource(_Located):
         check_version(version, self.url)
         directory = self.root / version
         if not directory.is_dir():
-            raise NotFoundError(f"{self.url}: release {version} ({directory}) not found", 404)
+            hint = did_you_mean(version, self.versions())
+            raise NotFoundError(f"{self.url}: release {version} ({directory}) not found{hint}", 404)
         return sorted(
             child.name
             for child in directory.iterdir()
@@ -492,6 +503,18 @@ class LocalRepositorySource(_Located):
             raise AirgapError(f"{source}: cannot read ({exc.strerror or exc})") from None
         with reader:
             write_atomically(dest, _copy_from(reader))
+
+
+def did_you_mean(version: str, tags: list[str]) -> str:
+    """``; did you mean v1.9.4?`` when ``version`` is a release's tag but for its ``v``
+    (or close to a few), else "" (pure)."""
+    if not version.startswith("v") and f"v{version}" in tags:
+        close = [f"v{version}"]
+    elif version.startswith("v") and version[1:] in tags:
+        close = [version[1:]]
+    else:
+        close = difflib.get_close_matches(version, tags, n=3, cutoff=0.8)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def index_page_files(html: str) -> list[str]:

@@ -14,6 +14,7 @@ Each rule yields a pass/fail result naming the offending items.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from airgap import yamlsafe
 from airgap.bundle.format import BundleManifest
@@ -77,10 +79,12 @@ _KEYS = {
 
 
 def load_policy(path: Path) -> Policy:
-    """Parse a policy file; any mistake is a one-line SpecError naming file and key."""
+    """Parse a policy file; any mistake is a one-line SpecError naming file, line and key
+    (``policy.yaml:3: maxAge: ...``), as spec errors do."""
     try:
         text = read_small(path, MAX_POLICY_BYTES, "policy").decode("utf-8")
-        document = yamlsafe.safe_load(text, str(path), max_bytes=MAX_POLICY_BYTES)
+        root = yamlsafe.compose(text, str(path), max_bytes=MAX_POLICY_BYTES)
+        document = yaml.SafeLoader("").construct_document(root) if root is not None else None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: a policy is UTF-8 YAML ({exc.reason})") from exc
     except yaml.YAMLError as exc:
@@ -89,80 +93,115 @@ def load_policy(path: Path) -> Policy:
         raise SpecError(f"{path}{where}: malformed YAML") from exc
     if document is None:
         document = {}
+    lines = _Lines(path, root)
     if not isinstance(document, dict):
-        raise SpecError(f"{path}: a policy is a mapping of rules")
-    unknown = sorted(str(key) for key in document if key not in _KEYS)
+        raise lines.error("", "a policy is a mapping of rules")
+    unknown = [str(key) for key in document if key not in _KEYS]
     if unknown:
-        raise SpecError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
+        close = difflib.get_close_matches(unknown[0], sorted(_KEYS), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise lines.error(
+            "", f"unknown key {unknown[0]!r} ({hint}known: {', '.join(sorted(_KEYS))})", unknown[0]
+        )
     return Policy(
         allowed_registries=(
-            _strings(document, "allowedRegistries", path)
+            _strings(document, "allowedRegistries", lines)
             if "allowedRegistries" in document
             else None
         ),
-        require_digests=_bool(document, "requireDigests", path),
-        forbidden_tags=_strings(document, "forbiddenTags", path),
-        required_platforms=_platforms_of(document, path),
-        max_age=_age(document.get("maxAge"), path),
-        required_provider_types=_types_of(document, path),
-        required_content=_content_of(document, path),
+        require_digests=_bool(document, "requireDigests", lines),
+        forbidden_tags=_strings(document, "forbiddenTags", lines),
+        required_platforms=_platforms_of(document, lines),
+        max_age=_age(document.get("maxAge"), lines),
+        required_provider_types=_types_of(document, lines),
+        required_content=_content_of(document, lines),
     )
 
 
-def _platforms_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
-    platforms = _strings(document, "requiredPlatforms", path)
-    for platform in platforms:
+class _Lines:
+    """Where each rule of a policy file is written: errors name the line to fix."""
+
+    def __init__(self, path: Path, root: Node | None) -> None:
+        self.path = path
+        self._keys: dict[str, tuple[Node, Node]] = {}
+        self._root = root
+        if isinstance(root, MappingNode):
+            for key, value in root.value:
+                if isinstance(key, ScalarNode):
+                    self._keys.setdefault(str(key.value), (key, value))
+
+    def error(self, key: str, message: str, at_key: str | None = None) -> SpecError:
+        """``FILE:LINE: key: message``; ``at_key`` points at a key itself (an unknown
+        one) rather than at its value."""
+        node: Node | None = self._root
+        if at_key is not None and at_key in self._keys:
+            node = self._keys[at_key][0]
+        elif key:
+            name, _, index = key.partition("[")
+            node = self._keys[name][1] if name in self._keys else self._root
+            if index and isinstance(node, SequenceNode):
+                position = int(index.rstrip("]"))
+                if position < len(node.value):
+                    node = node.value[position]
+        return SpecError(yamlsafe.located(self.path, node, key, message))
+
+
+def _platforms_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
+    platforms = _strings(document, "requiredPlatforms", lines)
+    for index, platform in enumerate(platforms):
         parts = platform.split("/")
         if not 2 <= len(parts) <= 3 or not all(parts):
-            raise SpecError(
-                f"{path}: requiredPlatforms: {platform!r} is not os/arch or os/arch/variant"
+            raise lines.error(
+                f"requiredPlatforms[{index}]", f"{platform!r} is not os/arch or os/arch/variant"
             )
     return platforms
 
 
-def _types_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
+def _types_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
     kinds = []
-    for text in _strings(document, "requiredProviderTypes", path):
+    for index, text in enumerate(_strings(document, "requiredProviderTypes", lines)):
         try:
             kinds.append(ProviderType.parse(text).kind)
         except InputError as exc:
-            raise SpecError(f"{path}: requiredProviderTypes: {exc}") from exc
+            raise lines.error(f"requiredProviderTypes[{index}]", str(exc)) from exc
     return tuple(kinds)
 
 
-def _content_of(document: dict[str, Any], path: Path) -> tuple[str, ...]:
-    kinds = _strings(document, "requiredContent", path)
-    for kind in kinds:
+def _content_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
+    kinds = _strings(document, "requiredContent", lines)
+    for index, kind in enumerate(kinds):
         if parse_kind(kind) is None:
             known = ", ".join(k.value for k in ContentKind)
-            raise SpecError(f"{path}: requiredContent: unknown kind {kind!r} (known: {known})")
+            raise lines.error(
+                f"requiredContent[{index}]", f"unknown kind {kind!r} (known: {known})"
+            )
     return kinds
 
 
-def _strings(document: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
+def _strings(document: dict[str, Any], key: str, lines: _Lines) -> tuple[str, ...]:
     value = document.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SpecError(f"{path}: {key} must be a list of strings")
+        raise lines.error(key, "must be a list of strings")
     return tuple(value)
 
 
-def _bool(document: dict[str, Any], key: str, path: Path) -> bool:
+def _bool(document: dict[str, Any], key: str, lines: _Lines) -> bool:
     value = document.get(key, False)
     if not isinstance(value, bool):
-        raise SpecError(f"{path}: {key} must be true or false")
+        raise lines.error(key, "must be true or false")
     return value
 
 
-def _age(value: Any, path: Path) -> timedelta | None:
+def _age(value: Any, lines: _Lines) -> timedelta | None:
     if value is None:
         return None
     match = _AGE_RE.match(str(value).strip())
     if not match:
-        raise SpecError(f"{path}: maxAge must look like 30d, 12h or 90m, not {value!r}")
+        raise lines.error("maxAge", f"must look like 30d, 12h or 90m, not {value!r}")
     try:
         return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
     except OverflowError as exc:
-        raise SpecError(f"{path}: maxAge {value!r} is too large") from exc
+        raise lines.error("maxAge", f"{value!r} is too large") from exc
 
 
 def evaluate(

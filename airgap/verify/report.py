@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airgap.bundle.format import BundleManifest, ImageRecord
-from airgap.textfmt import human_size, table
+from airgap.textfmt import TABLE_WIDTH, human_size, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
 from airgap.verify.policy import RuleResult
@@ -56,11 +56,11 @@ class Report:
             f"{contents}{len(manifest.images)} images, {human_size(manifest.total_size)}"
         )
 
-    def text(self) -> str:
+    def text(self, *, wide: bool = False) -> str:
         parts = [self.verdict()]
         manifest = self.bundle.manifest
         if manifest is not None:
-            parts.append(inventory_tables(manifest))
+            parts.append(inventory_tables(manifest, wide=wide))
         if self.policy:
             parts.append(
                 table(
@@ -130,17 +130,29 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
     }
 
 
-def inventory_tables(manifest: BundleManifest) -> str:
+def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
+    """Providers, contents and images as aligned tables, at most ``TABLE_WIDTH`` columns
+    wide (short digests, long references cut in the middle) unless ``wide``."""
+    width = None if wide else TABLE_WIDTH
     providers = table(
         ["PROVIDER", "TYPE", "VERSION", "CONTRACT"],
         [[p.name, p.type, p.version, p.contract] for p in manifest.providers],
+        max_width=width,
+        shrink=((0, 12),),
     )
     images = table(
         ["IMAGE", "DIGEST", "PLATFORMS", "SIZE"],
         [
-            [i.reference, i.digest, _platforms_cell(i), human_size(i.size)]
+            [
+                i.reference if wide else _short_reference(i.reference),
+                i.digest if wide else short_digest(i.digest),
+                _platforms_cell(i, wide=wide),
+                human_size(i.size),
+            ]
             for i in manifest.images
         ],
+        max_width=width,
+        shrink=((0, 40), (2, 24), (0, 16)),
     )
     if not manifest.contents:
         return f"{providers}\n\n{images}"
@@ -150,14 +162,27 @@ def inventory_tables(manifest: BundleManifest) -> str:
             [c.kind, c.name, c.version, _file_names(c.files), str(len(c.images))]
             for c in manifest.contents
         ],
+        max_width=width,
+        shrink=((3, 16),),
     )
     return f"{providers}\n\n{contents}\n\n{images}"
+
+
+def _short_reference(reference: str) -> str:
+    """A reference pinned by digest with the digest cut short (``…@sha256:0123456789ab``):
+    the DIGEST column has the image's own digest."""
+    name, separator, digest = reference.partition("@")
+    return f"{name}@{short_digest(digest)}" if separator else reference
 
 
 def _file_names(paths: list[str]) -> str:
     return ", ".join(path.rsplit("/", 1)[1] for path in paths)
 
 
-def _platforms_cell(image: ImageRecord) -> str:
+def _platforms_cell(image: ImageRecord, *, wide: bool = True) -> str:
+    """The platforms an image holds; an index kept whole lists them only when wide
+    (``inspect --format json`` always has them)."""
     platforms = ",".join(image.platforms) or "-"
-    return f"{platforms} (all: {image.kept_whole})" if image.kept_whole else platforms
+    if not image.kept_whole:
+        return platforms
+    return f"{platforms} (all: {image.kept_whole})" if wide else f"(all: {image.kept_whole})"
