@@ -14,7 +14,7 @@ import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: int) -> None:
@@ -83,6 +85,38 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+def format_option(text: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """``--format text|json`` for a command's summary on stdout."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help=text,
+    )
+
+
+def _enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from airgap import httplog
+
+        httplog.enable(lambda line: click.echo(f"airgap: debug: {scrub(line)}", err=True))
+
+
+def debug_option(function: F) -> F:
+    """``--debug``, on the group and on every command that talks HTTP."""
+    return click.option(
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_enable_debug,
+        help="One line per HTTP request on stderr (method, URL, status, bytes, time); "
+        "credentials and tokens are never shown.",
+    )(function)
+
+
 class _Airgap(click.Group):
     """The command group; a reader that stops reading is not a failure."""
 
@@ -105,8 +139,24 @@ class _Airgap(click.Group):
 @click.version_option(
     __version__, "--version", "-V", prog_name="airgap", message="%(prog)s %(version)s"
 )
+@debug_option
 def cli() -> None:
     """Carry Cluster API providers and their images across an air gap."""
+
+
+@cli.command(short_help="Print a shell completion script (bash, zsh or fish).")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> int:
+    """Print the completion script for SHELL, e.g. in ~/.bashrc:
+    eval "$(airgap completion bash)"; zsh: eval "$(airgap completion zsh)"; fish:
+    airgap completion fish > ~/.config/fish/completions/airgap.fish."""
+    from click.shell_completion import get_completion_class
+
+    complete = get_completion_class(shell)
+    if complete is None:  # click dropped a shell: say so instead of a traceback
+        raise InputError(f"no completion for {shell}")
+    click.echo(complete(cli, {}, "airgap", "_AIRGAP_COMPLETE").source())
+    return 0
 
 
 @cli.command(short_help="Show airgap's version.")
@@ -142,6 +192,8 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Bundle file to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing bundle file.")
+@format_option("The summary on stdout; json: inspect --format json's keys, bundle and duration.")
+@debug_option
 @click.option(
     "--concurrency",
     default=8,
@@ -151,17 +203,31 @@ def keygen(private_key: Path, force: bool) -> int:
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def collect(
-    spec: Path, sign_key: Path, output: Path, force: bool, concurrency: int, quiet: bool
+    spec: Path,
+    sign_key: Path,
+    output: Path,
+    force: bool,
+    fmt: str,
+    concurrency: int,
+    quiet: bool,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
     from airgap.collect.collector import collect as run_collect
+    from airgap.verify.report import inventory_json
 
     with Progress.for_terminal(quiet) as progress:
         result = run_collect(
             spec, output, sign_key, concurrency=concurrency, progress=progress, overwrite=force
         )
     manifest = result.manifest
-    if not quiet:
+    if fmt == "json":
+        document = {
+            "bundle": str(result.output),
+            **inventory_json(manifest),
+            "duration_seconds": round(result.seconds, 3),
+        }
+        click.echo(json.dumps(document, indent=2))
+    elif not quiet:
         click.echo(
             f"wrote {result.output}: {len(manifest.providers)} providers, "
             f"{len(manifest.images)} images, {human_size(manifest.total_size)} "
@@ -405,6 +471,8 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
     "each blob as it is pushed; blobs the registry holds are not read).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
+@format_option("The summary on stdout; json: import-report.json's keys (--dry-run: mappings).")
+@debug_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def import_(
     bundle: Path,
@@ -412,6 +480,7 @@ def import_(
     no_signature: bool,
     output_dir: Path | None,
     dry_run: bool,
+    fmt: str,
     quiet: bool,
     **target: Any,
 ) -> int:
@@ -423,10 +492,16 @@ def import_(
     with Progress.for_terminal(quiet or dry_run) as progress:
         result = run_import(bundle, trusted, options, progress)
     if dry_run:
+        if fmt == "json":
+            pairs = [{"source": str(m.source), "target": str(m.target)} for m in result.mappings]
+            click.echo(json.dumps({"mappings": pairs}, indent=2))
+            return 0
         for mapping in result.mappings:
             click.echo(f"{mapping.source} -> {mapping.target}")
         return 0
-    if not quiet:
+    if fmt == "json":
+        click.echo(json.dumps(result.report(), indent=2))
+    elif not quiet:
         click.echo(result.summary())
         if output_dir:
             click.echo(f"wrote {output_dir}")
@@ -498,6 +573,7 @@ def _warn_missing_variables(missing: dict[str, list[str]], output_dir: Path) -> 
 @key_options
 @target_options
 @connection_options
+@debug_option
 def configmaps(
     bundle: Path,
     keys: tuple[Path, ...],

@@ -22,7 +22,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from airgap import __version__, jsonsafe
+from airgap import __version__, httplog, jsonsafe, proxies
 from airgap.errors import (
     AirgapError,
     AuthError,
@@ -116,6 +116,8 @@ def build_client(
         ),
         headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
         follow_redirects=follow_redirects,
+        mounts=proxies.LOOPBACK,  # never through HTTPS_PROXY/HTTP_PROXY
+        event_hooks={"request": [httplog.on_request], "response": [httplog.on_response]},
     )
     pace_client(client, pacing)
     return client
@@ -174,8 +176,11 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) -> NetworkError:
     """Turn an httpx transport failure into a one-line NetworkError or TLSError."""
-    target = redact_url(url)
+    proxy = proxies.proxy_for(url)  # whatever went wrong went wrong through it: name it
+    target = f"{redact_url(url)} through proxy {proxy}" if proxy else redact_url(url)
     text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ProxyError):
+        return NetworkError(f"{target}: the proxy refused ({_short(text)}); see NO_PROXY")
     unresolved = next((c for c in _causes(exc) if isinstance(c, socket.gaierror)), None)
     if unresolved is not None:
         return NetworkError(
@@ -203,6 +208,9 @@ def status_error(response: httpx.Response, what: str) -> HTTPStatusError:
     status = response.status_code
     reason = response.reason_phrase or ""
     where = f"{response.request.method} {redact_url(response.request.url)}"
+    proxy = proxies.proxy_for(response.request.url)
+    if proxy:
+        where += f" (through proxy {proxy})"
     message = f"{what}: {where}: HTTP {status} {reason}".rstrip()
     detail = _error_detail(response)
     if detail:

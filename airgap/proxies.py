@@ -1,0 +1,46 @@
+"""Which proxy a request goes through, so that an error can name it.
+
+httpx honours ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either
+case) as curl does. Loopback registries are never proxied, whatever those say, as Go's
+``http.ProxyFromEnvironment`` (docker, podman, skopeo) has it: a proxy cannot reach the
+machine's own 127.0.0.1. ``build_client`` mounts ``LOOPBACK`` direct; ``proxy_for``
+repeats httpx's choice for a message.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from airgap.redact import redact_url
+from airgap.reference import is_loopback_host
+
+# httpx mount patterns sent straight to the network (None: the client's own transport)
+LOOPBACK: dict[str, httpx.BaseTransport | None] = {
+    "all://localhost": None,
+    "all://127.0.0.1": None,
+    "all://[::1]": None,
+}
+_VARIABLES = {"https": "HTTPS_PROXY", "http": "HTTP_PROXY"}
+
+
+def proxy_for(url: object) -> str | None:
+    """``http://proxy:3128 (HTTPS_PROXY)`` when the environment sends ``url`` through a
+    proxy (user info dropped), else None."""
+    try:
+        from httpx._utils import URLPattern, get_environment_proxies
+    except ImportError:  # a future httpx moved them: messages just say less
+        return None
+    try:
+        target = httpx.URL(str(url))
+    except httpx.InvalidURL:
+        return None
+    if is_loopback_host(target.host):
+        return None
+    mounts = [(URLPattern(key), value) for key, value in get_environment_proxies().items()]
+    for pattern, proxy in sorted(mounts, key=lambda mount: mount[0]):  # as httpx orders them
+        if pattern.matches(target):
+            if proxy is None:
+                return None
+            variable = _VARIABLES.get(pattern.scheme, "ALL_PROXY")
+            return f"{redact_url(proxy)} ({variable})"
+    return None
