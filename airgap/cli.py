@@ -414,8 +414,8 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
     return function
 
 
-def connection_options(function: Callable[..., int]) -> Callable[..., int]:
-    """How to reach the target registry, shared by import and configmaps."""
+def registry_options(function: Callable[..., int]) -> Callable[..., int]:
+    """How to reach the target registry and log in: import, configmaps and status."""
     for decorator in reversed(
         [
             click.option(
@@ -431,6 +431,17 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
             click.option(
                 "--password-stdin", is_flag=True, help="Read the registry password from stdin."
             ),
+        ]
+    ):
+        function = decorator(function)
+    return function
+
+
+def connection_options(function: Callable[..., int]) -> Callable[..., int]:
+    """How to reach the target registry, shared by import and configmaps."""
+    function = registry_options(function)
+    for decorator in reversed(
+        [
             click.option("--namespace", help="Put every operator object in this namespace."),
             click.option(
                 "--provider-source",
@@ -508,6 +519,76 @@ def import_(
     if output_dir:
         _warn_missing_variables(result.missing_variables, output_dir)
     return 0
+
+
+@cli.command(short_help="Report a registry's state against a bundle (conditions).")
+@click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@key_options
+@click.option(
+    "--registry",
+    "registry",
+    required=True,
+    help="Target registry and optional prefix: HOST[:PORT][/PREFIX].",
+)
+@click.option(
+    "--keep-source-registry",
+    is_flag=True,
+    help="The import kept the source registry host as the first path element.",
+)
+@registry_options
+@click.option(
+    "--concurrency",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Parallel checks.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Conditions as a table or as JSON.",
+)
+def status(
+    bundle: Path,
+    keys: tuple[Path, ...],
+    no_signature: bool,
+    registry: str,
+    keep_source_registry: bool,
+    ca_file: str | None,
+    insecure_skip_tls_verify: bool,
+    plain_http: bool,
+    username: str | None,
+    password_stdin: bool,
+    concurrency: int,
+    fmt: str,
+) -> int:
+    """Available, Progressing and Degraded: whether REGISTRY holds every image of BUNDLE
+    by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
+    when Available and not Degraded, 1 otherwise."""
+    from airgap.mirror.importer import ImportOptions, run_status
+    from airgap.mirror.mapping import Target
+    from airgap.mirror.status import status_text
+
+    trusted = load_trusted_keys(keys, no_signature)
+    options = ImportOptions(
+        target=Target.parse(registry),
+        keep_registry=keep_source_registry,
+        concurrency=concurrency,
+        ca_file=ca_file,
+        skip_tls_verify=insecure_skip_tls_verify,
+        plain_http=plain_http,
+        credentials=_read_password(username, password_stdin),
+    )
+    result = run_status(bundle, trusted, options)
+    if fmt == "json":
+        document = {"bundle": str(bundle), "registry": str(options.target), **result.to_json()}
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(status_text(result, str(bundle), str(options.target)))
+    return 0 if result.healthy else EXIT_FAILURE
 
 
 def _import_options(

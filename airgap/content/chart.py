@@ -165,6 +165,13 @@ def _images(values: Any, app_version: str | None, warnings: list[str]) -> Iterat
                 warnings.append(f"values {'.'.join(path)}: {node[:80]!r} is not an image")
 
 
+def values_images(values: Any) -> list[str]:
+    """The images a values document names (a chart's values.yaml, or a values file
+    airgap wrote), read the way chart discovery reads them; a mapping without a tag
+    and no appVersion to default to names no image."""
+    return list(dict.fromkeys(image.reference for image in _images(values, None, [])))
+
+
 def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
     """Every mapping and scalar below ``node`` with its key path; the YAML loader's
     depth bound keeps this finite. Lists are not looked into: image values in lists

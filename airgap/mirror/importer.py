@@ -8,14 +8,30 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from airgap import phases
+from airgap.bundle.format import BundleManifest
 from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, provider_outputs
 from airgap.configmaps.variables import VariableValues
+from airgap.errors import AirgapError
 from airgap.inputfile import read_small
 from airgap.mirror.blobindex import BlobIndex
+from airgap.mirror.closure import Closure, describe_failure
+from airgap.mirror.closure import check as closure_check
+from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import rewrite_contents
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
-from airgap.mirror.push import Pusher, PushStats, load_tree
+from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
+from airgap.mirror.status import (
+    Condition,
+    Status,
+    conditions_from,
+    import_conditions,
+    probe,
+    unknown,
+    versions,
+)
+from airgap.mirror.status import now as status_now
 from airgap.progress import QUIET, Progress
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
@@ -79,6 +95,9 @@ class ImportResult:
     seconds: float
     # "<Kind> <name>" -> required variables nobody gave a value for (names, never values)
     missing_variables: dict[str, list[str]] = field(default_factory=dict)
+    # ClusterOperator-style conditions (as ``airgap status`` reports them) and versions
+    conditions: list[Condition] = field(default_factory=list)
+    versions: list[dict[str, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for the terminal."""
@@ -112,6 +131,8 @@ class ImportResult:
             # member but the blobs up front, each blob while it streams to the registry
             "verification": "full" if self.bundle.all_hashed else "on-use",
             "variables_missing": self.missing_variables,
+            "conditions": [condition.to_json() for condition in self.conditions],
+            "versions": self.versions,
         }
 
 
@@ -142,19 +163,7 @@ def run_import(
         return ImportResult(bundle, mappings, None, time.monotonic() - started)
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
-    by_reference = {str(m.source): m for m in mappings}
-    owners = tag_owners(mappings)
-    trees = [
-        load_tree(
-            bundle,
-            mapping,
-            image.digest,
-            image.media_type,
-            push_tag=mapping.source in owners,
-        )
-        for image in manifest.images
-        for mapping in (by_reference[image.reference],)
-    ]
+    trees = image_trees(bundle, manifest, mappings)
 
     missing: dict[str, list[str]] = {}
 
@@ -194,7 +203,6 @@ def run_import(
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
-    result = ImportResult(bundle, mappings, stats, time.monotonic() - started, missing)
     if options.output_dir is not None:
         files |= import_files(
             providers,
@@ -204,9 +212,84 @@ def run_import(
             ca_pem=read_ca(options.ca_file),
             plain_http=plain_http,
         )
+    closure = check_closure(options, manifest, mappings, files)
+    dangling = [str(item) for item in closure.dangling]
+    result = ImportResult(
+        bundle,
+        mappings,
+        stats,
+        time.monotonic() - started,
+        missing,
+        conditions=import_conditions(len(mappings), dangling, status_now()),
+        versions=versions(manifest),
+    )
+    if options.output_dir is not None:
         files["import-report.json"] = json_bytes(result.report())
         write_tree(options.output_dir, files)
+    if not closure.closed:  # the outputs and the report are there to look at
+        raise AirgapError(describe_failure(closure, str(options.target)))
     return result
+
+
+def image_trees(
+    bundle: VerifiedBundle, manifest: BundleManifest, mappings: list[Mapping]
+) -> list[ImageTree]:
+    """Every image of the bundle as it is pushed: its manifests, blobs and target, and
+    whether its tag is pushed (``mapping.tag_owners``)."""
+    by_reference = {str(m.source): m for m in mappings}
+    owners = tag_owners(mappings)
+    return [
+        load_tree(
+            bundle,
+            mapping,
+            image.digest,
+            image.media_type,
+            push_tag=mapping.source in owners,
+        )
+        for image in manifest.images
+        for mapping in (by_reference[image.reference],)
+    ]
+
+
+def check_closure(
+    options: ImportOptions,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    files: dict[str, bytes],
+) -> Closure:
+    """Every image the written files reference, and every image of the bundle by its
+    digest, asked of the target: what does not resolve there is dangling."""
+    digests = {image.reference: image.digest for image in manifest.images}
+    found = closure_references(files)
+    expected: dict[str, str] = {}
+    for mapping in mappings:
+        digest = digests[str(mapping.source)]
+        found.setdefault(mapping.pinned(digest), "the bundle")
+        if mapping.target.tag and not mapping.target.digest:
+            expected[str(mapping.target)] = digest
+    with phases.timed("import/closure"), options.pool() as pool:
+        registry = pool.registry(options.target.host)
+        return closure_check(
+            registry, options.target.host, found, expected, concurrency=options.concurrency
+        )
+
+
+def run_status(
+    bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
+) -> Status:
+    """``airgap status``: every image of the bundle asked of the target (HEAD only),
+    as ClusterOperator-style conditions."""
+    bundle, mappings = verified_mappings(bundle_path, keys, options)
+    manifest = bundle.require_verified()
+    trees = image_trees(bundle, manifest, mappings)
+    when = status_now()
+    try:
+        with options.pool() as pool:
+            registry = pool.registry(options.target.host)
+            states = probe(registry, trees, concurrency=options.concurrency)
+    except AirgapError as exc:
+        return Status(unknown(exc, when), versions(manifest))
+    return Status(conditions_from(states, when), versions(manifest), states)
 
 
 def read_ca(ca_file: str | None) -> bytes | None:

@@ -1,0 +1,192 @@
+"""Closure: every image the output references resolves, by digest, in the target.
+
+An import is only as good as the references it leaves behind: a manifest, a template,
+a chart's values or a provider CR that names an image the target registry cannot serve
+is an install that stalls on the far side with ImagePullBackOff. So at the end of an
+import every reference in the files it wrote is collected (``references``, pure: the
+same discovery as collect, over the very bytes that were written, including the
+components inside provider ConfigMaps) and asked of the target registry (``check``):
+a reference pinned by digest must resolve to that digest, a tag must resolve to the
+digest the bundle holds for it. What does not is a dangling reference, named with the
+file that holds it.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from airgap.content.chart import values_images
+from airgap.errors import AirgapError, InputError
+from airgap.limits import MAX_COMPONENTS_BYTES
+from airgap.parallel import run_parallel
+from airgap.providers.components import lenient_images
+from airgap.reference import parse_reference
+from airgap.registry.client import Registry
+from airgap.yamlload import iter_documents
+
+# Output files that hold manifests (others: node mirror configs, mapping.txt, reports).
+MANIFEST_DIRS = ("components/", "clusterctl/", "operator/")
+VALUES_SUFFIX = "values-airgap.yaml"
+
+
+@dataclass(frozen=True)
+class Dangling:
+    reference: str
+    where: str  # the first output file naming it
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.reference} (in {self.where}): {self.why}"
+
+
+@dataclass
+class Closure:
+    """What the check saw: every distinct reference and the dangling ones."""
+
+    references: dict[str, str] = field(default_factory=dict)  # reference -> first file
+    dangling: list[Dangling] = field(default_factory=list)
+
+    @property
+    def closed(self) -> bool:
+        return not self.dangling
+
+
+def references(files: Mapping[str, bytes]) -> dict[str, str]:
+    """Every image reference the output's manifests, templates, chart values and
+    provider CRs name -> the first file (in path order) that names it. Files with the
+    same bytes are read once (components sit in components/, clusterctl/ and a
+    ConfigMap alike)."""
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    for path in sorted(files):
+        if not path.startswith(MANIFEST_DIRS) or not path.endswith((".yaml", ".yml")):
+            continue
+        digest = hashlib.sha256(files[path]).hexdigest()
+        if digest in seen:
+            continue
+        seen.add(digest)
+        for reference in _file_references(path, files[path]):
+            found.setdefault(reference, path)
+    return found
+
+
+def _file_references(path: str, data: bytes) -> Iterator[str]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    if path.endswith(VALUES_SUFFIX):
+        for document in iter_documents(text, path):
+            yield from values_images(document)
+        return
+    images, _unresolved = lenient_images(text, path)
+    yield from images
+    if "components" in text or "imageUrl" in text:
+        for document in iter_documents(text, path):
+            yield from _embedded(document, path)
+
+
+def _embedded(document: Any, path: str) -> Iterator[str]:
+    """Images inside objects: a provider ConfigMap's components (plain or gzip in
+    binaryData) and a provider CR's image overrides."""
+    if not isinstance(document, dict):
+        return
+    for key in ("data", "binaryData"):
+        section = document.get(key)
+        value = section.get("components") if isinstance(section, dict) else None
+        if not isinstance(value, str):
+            continue
+        text = value if key == "data" else _gunzip(value, path)
+        if text is not None:
+            yield from lenient_images(text, f"{path}: {key}.components")[0]
+    spec = document.get("spec")
+    if isinstance(spec, dict) and str(document.get("apiVersion", "")).startswith(
+        "operator.cluster.x-k8s.io/"
+    ):
+        yield from _overrides(spec)
+
+
+def _gunzip(value: str, path: str) -> str | None:
+    try:
+        raw = gzip.decompress(base64.b64decode(value, validate=True))
+    except (ValueError, OSError, EOFError):
+        raise InputError(f"{path}: binaryData.components is not base64 gzip") from None
+    if len(raw) > MAX_COMPONENTS_BYTES:
+        raise InputError(f"{path}: binaryData.components unpacks beyond the components limit")
+    return raw.decode("utf-8", errors="replace")
+
+
+def _overrides(spec: dict[str, Any]) -> Iterator[str]:
+    deployments = [spec.get("deployment")]
+    additional = spec.get("additionalDeployments")
+    if isinstance(additional, dict):
+        deployments += [
+            entry.get("deployment") for entry in additional.values() if isinstance(entry, dict)
+        ]
+    for deployment in deployments:
+        containers = deployment.get("containers") if isinstance(deployment, dict) else None
+        for container in containers if isinstance(containers, list) else []:
+            url = container.get("imageUrl") if isinstance(container, dict) else None
+            if isinstance(url, str) and url.strip():
+                try:
+                    yield str(parse_reference(url.strip()))
+                except InputError:
+                    yield url.strip()  # unparsable: the check names it
+
+
+def check(
+    registry: Registry,
+    target_host: str,
+    found: Mapping[str, str],
+    expected: Mapping[str, str],
+    *,
+    concurrency: int = 8,
+) -> Closure:
+    """Ask the target for every reference in ``found`` (reference -> file).
+
+    ``expected`` maps each target reference without digest (``repo:tag``) to the
+    digest the bundle holds for it: a tag must still name that digest."""
+    closure = Closure(dict(found))
+    checks = [partial(_check_one, registry, target_host, ref, expected) for ref in sorted(found)]
+    for reference, why in zip(sorted(found), run_parallel(checks, concurrency), strict=True):
+        if why:
+            closure.dangling.append(Dangling(reference, found[reference], why))
+    return closure
+
+
+def _check_one(
+    registry: Registry, target_host: str, text: str, expected: Mapping[str, str]
+) -> str | None:
+    """Why ``text`` does not resolve by digest in the target, or None."""
+    try:
+        ref = parse_reference(text)
+    except InputError:
+        return "not a valid image reference"
+    if ref.registry != target_host:
+        return f"names registry {ref.registry}, not the target {target_host}"
+    what = f"closure check of {text}"
+    try:
+        served = registry.manifest_digest(ref.repository, ref.identifier, what=what)
+    except AirgapError as exc:
+        return f"cannot be checked: {exc}"
+    if served is None:
+        return "not found in the target"
+    wanted = ref.digest or expected.get(str(ref))
+    if wanted and served != wanted:
+        return f"resolves to {served}, not {wanted}"
+    return None
+
+
+def describe_failure(closure: Closure, target: str) -> str:
+    """One line for the error: every dangling reference, with its file."""
+    listed = "; ".join(str(item) for item in closure.dangling)
+    return (
+        f"closure check failed: {len(closure.dangling)} image reference(s) in the output "
+        f"do not resolve by digest in {target}: {listed}"
+    )

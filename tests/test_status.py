@@ -1,0 +1,307 @@
+"""Proof of the mirror: the closure check at the end of import and ``airgap status``.
+
+Real registries throughout: a blob deleted from a registry's storage directory makes
+status Degraded naming the image; an import killed mid-push makes it Progressing; a tag
+pushed over by another image is a moved tag; a reference the target cannot resolve fails
+the import's closure check, naming the reference and the file that holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from airgap.bundle.format import blob_member
+from airgap.oci import Manifest
+from tests.harness import skopeo, tamper
+from tests.harness.cli import AIRGAP, run_airgap
+from tests.harness.management_fixtures import ManagementBundle
+from tests.harness.registry import RegistryServer
+
+PREFIX = "mgmt"
+CAMEL = re.compile(r"^[A-Z][A-Za-z]+$")
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def status(bundle: ManagementBundle, host: str, *extra: str):
+    result = run_airgap(
+        "status",
+        bundle.path,
+        "--key",
+        bundle.key.public,
+        "--registry",
+        f"{host}/{PREFIX}",
+        "--format",
+        "json",
+        *extra,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    return result, json.loads(result.stdout)
+
+
+def conditions(document: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in document["conditions"]}
+
+
+def assert_cluster_operator_shape(document: dict) -> None:
+    assert [c["type"] for c in document["conditions"]] == ["Available", "Progressing", "Degraded"]
+    for condition in document["conditions"]:
+        assert set(condition) == {"type", "status", "reason", "message", "lastTransitionTime"}
+        assert condition["status"] in ("True", "False", "Unknown")
+        assert CAMEL.match(condition["reason"]), condition["reason"]
+        assert TIMESTAMP.match(condition["lastTransitionTime"])
+    progressing = conditions(document)["Progressing"]["message"]
+    assert len(progressing.split()) <= 10  # terse, as the convention asks
+    names = [v["name"] for v in document["versions"]]
+    assert names[:2] == ["bundle", "airgap"]
+    assert "cluster-api" in names and "certManager/cert-manager" in names
+
+
+def run_import(bundle: ManagementBundle, host: str, out: Path | None = None, *extra: str):
+    args = ["import", bundle.path, "--key", bundle.key.public, "--registry", f"{host}/{PREFIX}"]
+    if out is not None:
+        args += ["--output-dir", out]
+    return run_airgap(*args, "-q", *extra)
+
+
+def test_an_empty_registry_is_not_available(
+    management_bundle: ManagementBundle, registry_factory
+) -> None:
+    registry = registry_factory("plain")
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 1
+    assert_cluster_operator_shape(document)
+    state = conditions(document)
+    assert (state["Available"]["status"], state["Available"]["reason"]) == ("False", "NotImported")
+    assert state["Progressing"]["status"] == "False"
+    assert state["Degraded"]["status"] == "False"
+
+
+def test_import_reports_and_status_agree(
+    management_bundle: ManagementBundle, registry_factory, tmp_path: Path
+) -> None:
+    registry = registry_factory("plain")
+    imported = run_import(management_bundle, registry.host, tmp_path / "out")
+    assert imported.returncode == 0, imported.stderr
+    report = json.loads((tmp_path / "out/import-report.json").read_text())
+    assert_cluster_operator_shape(report)
+    assert conditions(report)["Available"]["status"] == "True"
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 0, result.stdout
+    assert_cluster_operator_shape(document)
+    state = conditions(document)
+    assert [state[t]["status"] for t in ("Available", "Progressing", "Degraded")] == [
+        "True",
+        "False",
+        "False",
+    ]
+    assert document["images"] == []  # only incomplete images are listed
+    text = run_airgap(
+        "status",
+        management_bundle.path,
+        "--key",
+        management_bundle.key.public,
+        "--registry",
+        f"{registry.host}/{PREFIX}",
+    )
+    assert text.returncode == 0
+    assert re.search(r"^Available\s+True\s+AllImagesPresent", text.stdout, re.MULTILINE)
+
+
+def unique_blob(bundle: ManagementBundle) -> tuple[str, str]:
+    """An image of the bundle and a blob of it that no other image uses."""
+    members = {m.name: m.data for m in tamper.read_members(bundle.path)}
+
+    def blobs(digest: str, media_type: str | None) -> set[str]:
+        manifest = Manifest.from_bytes(members[blob_member(digest)], media_type)
+        found = {b.digest for b in manifest.blobs()}
+        for child in manifest.children():
+            found |= blobs(child.digest, child.media_type)
+        return found
+
+    per_image = {i.reference: blobs(i.digest, i.media_type) for i in bundle.manifest.images}
+    for reference, own in per_image.items():
+        others = set().union(*(b for r, b in per_image.items() if r != reference))
+        if own - others:
+            return reference, sorted(own - others)[0]
+    raise AssertionError("every blob is shared")
+
+
+def test_a_deleted_blob_makes_it_degraded_naming_the_image(
+    management_bundle: ManagementBundle, registry_factory
+) -> None:
+    registry: RegistryServer = registry_factory("plain")
+    assert run_import(management_bundle, registry.host).returncode == 0
+    source, digest = unique_blob(management_bundle)
+    hexpart = digest.split(":", 1)[1]
+    data = registry.storage_dir / f"docker/registry/v2/blobs/sha256/{hexpart[:2]}/{hexpart}/data"
+    assert data.is_file()
+    data.unlink()  # what a garbage collection or a failing disk does
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 1
+    state = conditions(document)
+    assert (state["Degraded"]["status"], state["Degraded"]["reason"]) == ("True", "ImagesDamaged")
+    target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
+    assert target in state["Degraded"]["message"] and digest in state["Degraded"]["message"]
+    assert state["Available"]["status"] == "False"
+    assert [i["target"] for i in document["images"]] == [target]
+
+
+def test_a_moved_tag_is_degraded(management_bundle: ManagementBundle, registry_factory) -> None:
+    registry: RegistryServer = registry_factory("plain")
+    assert run_import(management_bundle, registry.host).returncode == 0
+    webhook = f"{registry.host}/{PREFIX}/jetstack/cert-manager-webhook:v1.16.1"
+    controller = f"{registry.host}/{PREFIX}/jetstack/cert-manager-controller:v1.16.1"
+    skopeo.copy(
+        f"docker://{controller}",
+        f"docker://{webhook}",
+        src_registry=registry,
+        dest_registry=registry,
+        preserve_digests=True,
+    )
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 1
+    state = conditions(document)
+    assert (state["Degraded"]["status"], state["Degraded"]["reason"]) == ("True", "TagsMoved")
+    assert webhook in state["Degraded"]["message"]
+    assert [(i["target"], i["state"]) for i in document["images"]] == [(webhook, "moved")]
+
+
+def _wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_an_interrupted_import_is_progressing(
+    management_bundle: ManagementBundle, registry_factory, fault_proxy_factory
+) -> None:
+    registry = registry_factory("plain")
+    proxy = fault_proxy_factory(registry)
+    # the 4th blob upload hangs: three are in, the rest and every manifest are not
+    proxy.inject("PUT", r"/blobs/uploads/", status=503, delay=30, after=3)
+    args = [
+        "import",
+        str(management_bundle.path),
+        "--key",
+        str(management_bundle.key.public),
+        "--registry",
+        f"{proxy.host}/{PREFIX}",
+        "--concurrency",
+        "1",
+        "-q",
+    ]
+    process = subprocess.Popen([*AIRGAP, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(
+            lambda: sum(1 for r in proxy.requests if r.method == "PUT" and "/blobs/" in r.path) >= 3
+        )
+        time.sleep(0.5)  # the fourth upload is now hanging in the proxy
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+        process.stdout.close()  # type: ignore[union-attr]
+        process.stderr.close()  # type: ignore[union-attr]
+    assert process.returncode == -signal.SIGKILL
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 1
+    assert_cluster_operator_shape(document)
+    state = conditions(document)
+    assert (state["Progressing"]["status"], state["Progressing"]["reason"]) == (
+        "True",
+        "ImportInterrupted",
+    )
+    assert state["Available"]["status"] == "False"
+    assert state["Degraded"]["status"] == "False"
+    # resuming finishes it
+    assert run_import(management_bundle, registry.host).returncode == 0
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 0, document
+    assert conditions(document)["Progressing"]["status"] == "False"
+
+
+def test_an_unreachable_registry_is_unknown(management_bundle: ManagementBundle) -> None:
+    result, document = status(management_bundle, "127.0.0.1:9")
+    assert result.returncode == 1
+    assert {c["status"] for c in document["conditions"]} == {"Unknown"}
+    assert {c["reason"] for c in document["conditions"]} == {"RegistryUnreachable"}
+
+
+def test_closure_failure_names_each_dangling_reference(
+    management_bundle: ManagementBundle, registry_factory, fault_proxy_factory, tmp_path: Path
+) -> None:
+    """The operator image is pushed, then the target stops resolving it by digest (a
+    proxy in front of the registry answers 404 to HEADs of it once the push is done):
+    import fails with exit 1, naming the reference and the file that holds it, and still
+    writes its outputs with conditions saying why."""
+    record = next(
+        i for i in management_bundle.manifest.images if "cluster-api-operator" in i.reference
+    )
+    path = rf"/capi-operator/cluster-api-operator/manifests/{re.escape(record.digest)}$"
+    # how many such HEADs a whole import makes: the push's, then one of the closure's
+    counting = fault_proxy_factory(registry_factory("plain"))
+    assert run_import(management_bundle, counting.host).returncode == 0
+    heads = sum(1 for r in counting.requests if r.method == "HEAD" and re.search(path, r.path))
+    assert heads >= 1
+    proxy = fault_proxy_factory(registry_factory("plain"))
+    proxy.inject("HEAD", path, status=404, times=1000, after=heads - 1)
+    out = tmp_path / "out"
+    result = run_import(management_bundle, proxy.host, out)
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "closure check failed" in lines[0]
+    target = f"{proxy.host}/{PREFIX}/capi-operator/cluster-api-operator:v0.24.0@{record.digest}"
+    assert target in lines[0]
+    assert "(in clusterctl/" in lines[0] or "(in operator/" in lines[0]
+    report = json.loads((out / "import-report.json").read_text())
+    state = conditions(report)
+    assert (state["Degraded"]["status"], state["Degraded"]["reason"]) == (
+        "True",
+        "DanglingReferences",
+    )
+    assert target in state["Degraded"]["message"]
+    assert state["Available"]["status"] == "False"
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+def test_closure_collects_every_kind_of_reference(
+    management_bundle: ManagementBundle, tmp_path: Path, pinned: bool
+) -> None:
+    """``references`` finds the images of components, the ConfigMaps' components, the
+    CRs' imageUrl overrides, templates and the chart values, in the files written."""
+    from airgap.mirror.closure import references
+
+    out = tmp_path / "out"
+    args = ["configmaps", management_bundle.path, "--key", management_bundle.key.public]
+    args += ["--registry", f"mirror.local:5000/{PREFIX}", "--output-dir", out]
+    if not pinned:
+        args.append("--no-pin")
+    assert run_airgap(*args).returncode == 0
+    files = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    found = references(files)
+    mirror = f"mirror.local:5000/{PREFIX}/"
+    wanted = {mirror + image.split("/", 1)[1] for image in management_bundle.images.images}
+    assert {ref.split("@", 1)[0] for ref in found} == wanted
+    assert all(("@sha256:" in ref) is pinned for ref in found)
+    # each kind of file on its own
+    operator = mirror + "capi-operator/cluster-api-operator:v0.24.0"
+    for path, expected in (
+        ("operator/helm/values-airgap.yaml", {operator}),
+        ("operator/01-capi-operator/operator-components.yaml", {operator}),
+        ("operator/providers/00-core-cluster-api.yaml", {mirror + "test/app:v1"}),
+        ("operator/configmaps/core-cluster-api-v1.9.4.yaml", {mirror + "test/app:v1"}),
+        (
+            "clusterctl/infrastructure-docker/v1.9.4/cluster-template-addon.yaml",
+            {mirror + "test/dockerlist:v1"},
+        ),
+    ):
+        alone = references({path: files[path]})
+        assert {ref.split("@", 1)[0] for ref in alone} == expected, path
