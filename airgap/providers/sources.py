@@ -26,7 +26,16 @@ import httpx
 from airgap import interrupt, jsonsafe
 from airgap.errors import AirgapError, HTTPStatusError, InputError, NotFoundError
 from airgap.fsutil import name_the_path
-from airgap.http import iter_body, redact_url, send, status_error, stream_get, with_retries
+from airgap.http import (
+    ResponseTooLarge,
+    iter_body,
+    read_body,
+    redact_url,
+    send,
+    status_error,
+    stream_get,
+    with_retries,
+)
 from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.names import file_name_problem, version_problem
 from airgap.providers.semver import highest
@@ -403,7 +412,6 @@ class HTTPDirectorySource(_Located):
             what=f"download {filename} of release {version} from {self.url}",
         )
 
-
     def list_files(self, version: str) -> list[str] | None:
         """The files an index page at ``URL/VERSION/`` links to (Apache's, nginx's and
         Python's directory listings), or None when there is no such page: a plain
@@ -419,11 +427,9 @@ class HTTPDirectorySource(_Located):
             content_type = response.headers.get("Content-Type", "")
             if response.status_code != 200 or "html" not in content_type.lower():
                 return None
-            page = bytearray()
-            for chunk in response.iter_bytes():
-                page += chunk
-                if len(page) > MAX_INDEX_PAGE_BYTES:
-                    return None  # not an index page of one release
+            page = read_body(response, MAX_INDEX_PAGE_BYTES, what="index page")
+        except ResponseTooLarge:
+            return None  # not an index page of one release
         except httpx.HTTPError:
             return None
         finally:

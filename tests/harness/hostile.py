@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -84,6 +85,7 @@ def wait_measured(process: subprocess.Popen[bytes], logs: Path, timeout: float) 
         time.sleep(0.005)
     stdout = (logs / "stdout").read_text(errors="replace")
     stderr = (logs / "stderr").read_text(errors="replace")
+    shutil.rmtree(logs, ignore_errors=True)
     return Outcome(process.returncode, stdout, stderr, peak_kib / 1024)
 
 
