@@ -1,9 +1,14 @@
 """End-to-end demo of airgap on loopback: nothing here reaches beyond 127.0.0.1.
 
-Connected side: a local registry stands in for registry.k8s.io and quay.io (configured as
-a pull mirror in the bundle spec, so the bundle keeps the real references) and a fake
-GitHub serves Cluster API releases. airgap collects them into a signed bundle, then the
-disconnected side verifies it. Everything lands in ./demo-out/.
+It collects ``bundles/capi-management.yaml``, the complete management-cluster example
+(core, kubeadm bootstrap and control plane, Docker with its cluster templates,
+cert-manager and the Cluster API operator with its chart), as written, plus one
+``registries:`` section: a local registry stands in for registry.k8s.io and quay.io (a
+pull mirror, so the bundle keeps the real references), and a fake GitHub serves the
+releases the example names, laid out as the real ones are (cluster-api, cert-manager,
+cluster-api-operator), through ``GITHUB_API_URL``. The disconnected side verifies the
+bundle, imports it into a TLS + password registry (twice: the second sends nothing) and
+asks ``airgap status`` about the mirror. Everything lands in ./demo-out/.
 """
 
 from __future__ import annotations
@@ -25,21 +30,59 @@ sys.path.insert(0, str(ROOT))
 from airgap.providers.types import ProviderType  # noqa: E402
 from tests.harness import skopeo  # noqa: E402
 from tests.harness.images import CorpusEntry, OciLayout, build_corpus, push_corpus  # noqa: E402
+from tests.harness.management import (  # noqa: E402
+    CertManagerImages,
+    cluster_templates,
+    publish_cert_manager,
+    publish_operator,
+)
 from tests.harness.pki import make_pki  # noqa: E402
 from tests.harness.registry import RegistryMode, RegistryServer  # noqa: E402
 from tests.harness.releases import ReleaseServer, make_components, make_metadata  # noqa: E402
 
-CAPI = "v1.9.4"
-UPSTREAM_IMAGES = {
-    # corpus image -> the upstream reference it plays in the demo
-    "app": f"registry.k8s.io/cluster-api/cluster-api-controller:{CAPI}",
-    "sidecar": f"registry.k8s.io/cluster-api/kubeadm-bootstrap-controller:{CAPI}",
-    "dockerv2": f"registry.k8s.io/cluster-api/kubeadm-control-plane-controller:{CAPI}",
-    "multiarch": f"registry.k8s.io/cluster-api/capd-manager:{CAPI}",
-    "dockerlist": "quay.io/jetstack/cert-manager-controller:v1.16.1",
-}
+EXAMPLE = ROOT / "bundles" / "capi-management.yaml"
 DEMO_PASSWORD = "demo-pass"  # noqa: S105 - a throwaway loopback registry
 MIRROR_PREFIX = {"registry.k8s.io": "k8s", "quay.io": "quay"}
+
+
+def example() -> dict[str, object]:
+    """The example spec, as the demo collects it (plus its registries: section)."""
+    loaded = yaml.safe_load(EXAMPLE.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def versions(spec: dict[str, object]) -> tuple[str, str, str]:
+    """Cluster API's, cert-manager's and the operator's versions in the example."""
+    providers = spec["providers"]
+    assert isinstance(providers, list)
+    (capi,) = {str(p["version"]) for p in providers}
+    cert_manager, operator = spec["certManager"], spec["operator"]
+    assert isinstance(cert_manager, dict) and isinstance(operator, dict)
+    return capi, str(cert_manager["version"]), str(operator["version"])
+
+
+def upstream_images(capi: str, cert_manager: str, operator: str) -> dict[str, tuple[str, str]]:
+    """Upstream reference -> (corpus image playing it, its role)."""
+    return {
+        f"registry.k8s.io/cluster-api/cluster-api-controller:{capi}": ("app", "core"),
+        f"registry.k8s.io/cluster-api/kubeadm-bootstrap-controller:{capi}": (
+            "sidecar",
+            "bootstrap",
+        ),
+        f"registry.k8s.io/cluster-api/kubeadm-control-plane-controller:{capi}": (
+            "dockerv2",
+            "control-plane",
+        ),
+        f"registry.k8s.io/cluster-api/capd-manager:{capi}": ("multiarch", "docker"),
+        f"quay.io/jetstack/cert-manager-controller:{cert_manager}": ("app", "controller"),
+        f"quay.io/jetstack/cert-manager-cainjector:{cert_manager}": ("sidecar", "cainjector"),
+        f"quay.io/jetstack/cert-manager-webhook:{cert_manager}": ("multiarch", "webhook"),
+        f"registry.k8s.io/capi-operator/cluster-api-operator:{operator}": (
+            "dockerlist",
+            "operator",
+        ),
+    }
 
 
 def step(title: str) -> None:
@@ -59,48 +102,57 @@ def mirror_reference(upstream: str) -> tuple[str, str]:
     return f"{MIRROR_PREFIX[host]}/{repository}", tag
 
 
-def publish_releases(server: ReleaseServer) -> dict[str, str]:
+def publish_releases(server: ReleaseServer, spec: dict[str, object]) -> dict[str, str]:
+    """The releases the example names, where their default URLs point: Cluster API
+    (with the Docker provider's templates), cert-manager and the operator."""
+    capi, cert_manager, operator = versions(spec)
+    by_role = {role: ref for ref, (_, role) in upstream_images(*versions(spec)).items()}
+    minor = int(capi.split(".")[1])
     files = {
-        "metadata.yaml": make_metadata([(1, 8, "v1beta1"), (1, 9, "v1beta1")]),
+        "metadata.yaml": make_metadata([(1, minor - 1, "v1beta1"), (1, minor, "v1beta2")]),
         "core-components.yaml": make_components(
-            ProviderType.CORE, "capi-system", [UPSTREAM_IMAGES["app"]]
+            ProviderType.CORE, "capi-system", [by_role["core"]]
         ),
         "bootstrap-components.yaml": make_components(
-            ProviderType.BOOTSTRAP, "capi-kubeadm-bootstrap-system", [UPSTREAM_IMAGES["sidecar"]]
+            ProviderType.BOOTSTRAP, "capi-kubeadm-bootstrap-system", [by_role["bootstrap"]]
         ),
         "control-plane-components.yaml": make_components(
             ProviderType.CONTROL_PLANE,
             "capi-kubeadm-control-plane-system",
-            [UPSTREAM_IMAGES["dockerv2"]],
+            [by_role["control-plane"]],
         ),
         "infrastructure-components-development.yaml": make_components(
-            ProviderType.INFRASTRUCTURE, "capd-system", [UPSTREAM_IMAGES["multiarch"]]
+            ProviderType.INFRASTRUCTURE, "capd-system", [by_role["docker"]]
         ),
     }
-    for tag in ("v1.8.9", CAPI):
-        server.add_release(
-            "kubernetes-sigs", "cluster-api", tag, {k: v.encode() for k, v in files.items()}
-        )
+    encoded = {k: v.encode() for k, v in files.items()}
+    # the default flavor and a ClusterClass (the addon flavor of the tests is left out)
+    templates = cluster_templates(by_role["core"], by_role["docker"])
+    encoded |= {name: data for name, data in templates.items() if "addon" not in name}
+    server.add_release("kubernetes-sigs", "cluster-api", capi, encoded)
+    images = CertManagerImages(
+        controller=by_role["controller"],
+        cainjector=by_role["cainjector"],
+        webhook=by_role["webhook"],
+        acmesolver=f"quay.io/jetstack/cert-manager-acmesolver:{cert_manager}",
+    )
+    publish_cert_manager(server, images, cert_manager)
+    publish_operator(server, by_role["operator"], operator)
     return {"GITHUB_API_URL": server.api_url}
 
 
-def write_spec(path: Path, mirror: RegistryServer) -> None:
+def write_spec(path: Path, spec: dict[str, object], mirror: RegistryServer) -> None:
+    """The example, plus the mirror standing in for the upstream registries."""
     spec = {
-        "providers": [
-            {"name": "cluster-api", "type": "CoreProvider", "version": "latest"},
-            {"name": "kubeadm", "type": "BootstrapProvider", "version": CAPI},
-            {"name": "kubeadm", "type": "ControlPlaneProvider", "version": CAPI},
-            {"name": "docker", "type": "InfrastructureProvider", "version": CAPI},
-        ],
-        "images": [UPSTREAM_IMAGES["dockerlist"]],
+        **spec,
         "registries": {
             host: {"mirror": f"{mirror.host}/{prefix}"} for host, prefix in MIRROR_PREFIX.items()
         },
     }
     path.write_text(
-        "# Bundle spec written by the demo: upstream registries are pulled through a local\n"
-        "# mirror, so nothing leaves this machine while the bundle keeps the real names.\n"
-        + yaml.safe_dump(spec, sort_keys=False)
+        f"# {EXAMPLE.relative_to(ROOT)} as written, plus a registries: section: upstream\n"
+        "# registries are pulled through a local mirror, so nothing leaves this machine while\n"
+        "# the bundle keeps the real names.\n" + yaml.safe_dump(spec, sort_keys=False)
     )
 
 
@@ -113,6 +165,7 @@ def write_policy(path: Path) -> None:
                 "requiredPlatforms": ["linux/amd64", "linux/arm64"],
                 "maxAge": "30d",
                 "requiredProviderTypes": ["CoreProvider", "InfrastructureProvider"],
+                "requiredContent": ["certManager", "operator", "templates"],
             },
             sort_keys=False,
         )
@@ -137,21 +190,26 @@ def main() -> int:
         servers.append(mirror)
         layout = OciLayout(work / "corpus")
         build_corpus(layout)
+        spec = example()
+        upstream = upstream_images(*versions(spec))
         entries = {
-            name: CorpusEntry(name, *mirror_reference(upstream))
-            for name, upstream in UPSTREAM_IMAGES.items()
+            reference: CorpusEntry(corpus, *mirror_reference(reference))
+            for reference, (corpus, _role) in upstream.items()
         }
         pushed = push_corpus(layout, mirror, entries)
-        for name, image in pushed.items():
-            print(f"  {UPSTREAM_IMAGES[name]}  (served from {image.reference})")
+        for reference, image in pushed.items():
+            print(f"  {reference}  (served from {image.reference})")
 
-        step("Publishing Cluster API releases on a local fake GitHub")
-        env = publish_releases(releases)
+        step(
+            "Publishing the releases the example names on a local fake GitHub "
+            "(cluster-api, cert-manager, cluster-api-operator)"
+        )
+        env = publish_releases(releases, spec)
         print(f"  GITHUB_API_URL={env['GITHUB_API_URL']}")
 
-        step("Connected side: key, spec, collect, inspect")
+        step(f"Connected side: key, spec ({EXAMPLE.relative_to(ROOT)}), collect, inspect")
         airgap("keygen", out / "signing.key")
-        write_spec(out / "capi-demo.yaml", mirror)
+        write_spec(out / "capi-demo.yaml", spec, mirror)
         bundle = out / "capi-demo.tar"
         airgap(
             "collect",
@@ -212,15 +270,29 @@ def main() -> int:
         print("\n# importing the same bundle again sends nothing:")
         airgap(*import_args, stdin=f"{DEMO_PASSWORD}\n")
 
+        step("Disconnected side: is the mirror complete? (ClusterOperator-style conditions)")
+        airgap(
+            "status",
+            bundle,
+            "--key",
+            out / "signing.pub",
+            "--registry",
+            target,
+            "--ca-file",
+            out / "local-ca.pem",
+            "--username",
+            "admin",
+            "--password-stdin",
+            stdin=f"{DEMO_PASSWORD}\n",
+        )
+
         step("What the disconnected side gets")
         for path in sorted((out / "capi-out").rglob("*")):
             if path.is_file():
                 print(f"  {path.relative_to(out)}")
-        print(
-            f"\n# kubectl apply --server-side -k {out / 'capi-out/operator'}"
-            "   (Cluster API operator; server-side, see the README)"
-        )
-        print(f"# clusterctl init --config {out / 'capi-out/clusterctl/clusterctl.yaml'}")
+        print(f"\n# {out / 'capi-out/operator/README.md'}: the install order and the waits")
+        print((out / "capi-out/operator/README.md").read_text())
+        print(f"# or: clusterctl init --config {out / 'capi-out/clusterctl/clusterctl.yaml'}")
         step(f"Done: everything is in {out}")
         return 0
     except subprocess.CalledProcessError as exc:
