@@ -39,6 +39,9 @@ MAX_COMPONENTS_BYTES = 16 * MiB
 MAX_COMPONENTS_DEPTH = 100
 # Nodes that aliases may stand for, in all, in one components file (real ones use none).
 MAX_COMPONENTS_ALIAS_NODES = 100_000
+# Nodes built into objects from one components file (~400 bytes each): the documents read
+# (workloads, Namespaces) hold a few hundred; CRDs and the rest are parsed, never built.
+MAX_COMPONENTS_BUILT_NODES = 250_000
 
 # -- Helm chart packages (Helm's own caps: a chart unpacks to 100 MiB at most, and
 # none of its files is larger than 5 MiB) --------------------------------------------------

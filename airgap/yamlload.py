@@ -19,6 +19,10 @@ Bounds (``airgap.limits``), each failing with one line naming the file, line and
 - aliases that would expand to more than ``MAX_COMPONENTS_ALIAS_NODES`` nodes in all
   ("billion laughs": nine levels of ten aliases are a few hundred bytes that expand to
   10⁹ nodes for whoever walks the result), and aliases to an ancestor (a cycle);
+- more than ``MAX_COMPONENTS_BUILT_NODES`` nodes built into objects in all (~400 bytes
+  of memory each; documents being skipped build none, and the workloads, Namespaces and
+  Lists components are read for hold a few hundred): 16 MiB of one Deployment would
+  otherwise take ~2 GB and a minute;
 - integers and floats longer than ``MAX_NUMBER_CHARS`` characters (a sexagesimal
   ``1:1:1:…`` of megabytes makes PyYAML multiply ever larger integers, and ``int()``
   refuses more than 4300 digits with a ValueError).
@@ -49,7 +53,11 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from airgap.errors import InputError
-from airgap.limits import MAX_COMPONENTS_ALIAS_NODES, MAX_COMPONENTS_DEPTH
+from airgap.limits import (
+    MAX_COMPONENTS_ALIAS_NODES,
+    MAX_COMPONENTS_BUILT_NODES,
+    MAX_COMPONENTS_DEPTH,
+)
 
 MAX_NUMBER_CHARS = 128
 
@@ -81,6 +89,7 @@ class _BoundedComposer(Composer):
 
     max_depth = MAX_COMPONENTS_DEPTH
     max_alias_nodes = MAX_COMPONENTS_ALIAS_NODES
+    max_built_nodes = MAX_COMPONENTS_BUILT_NODES
     skip_kinds: frozenset[str] | None = None
 
     if TYPE_CHECKING:  # provided by the parser and resolver this is mixed with
@@ -97,6 +106,7 @@ class _BoundedComposer(Composer):
         self._depth = 0
         self._total = 0  # nodes composed plus nodes aliases stand for
         self._aliased = 0  # nodes aliases stand for, over the whole stream
+        self._built = 0  # nodes built (not skipped), over the whole stream
         self._weights: dict[str, int] = {}  # completed anchor -> nodes it stands for
         self._open: set[str] = set()  # anchors of collections being skipped
 
@@ -210,6 +220,9 @@ class _BoundedComposer(Composer):
             )
         start = self._total
         self._total += 1
+        self._built += 1
+        if self._built > self.max_built_nodes:
+            raise _error(f"more than {self.max_built_nodes} nodes to build", event)
         self.descend_resolver(parent, index)
         node: Node
         if isinstance(event, ScalarEvent):

@@ -59,6 +59,10 @@ HOSTILE: dict[str, tuple[Callable[[], str], str]] = {
         ),
         "larger than the 16 MiB limit",
     ),
+    "one-11-mb-deployment": (  # ~2 GB and a minute to build, were it built
+        lambda: "kind: Deployment\nspec:\n  x:\n" + "  - a: 1\n" * 1_300_000,
+        "more than 250000 nodes to build",
+    ),
     "image-with-80k-spaces": (
         lambda: _deployment("registry.example/a:b" + " " * 80_000 + "c"),
         "Deployment hostile-controller-manager container manager",

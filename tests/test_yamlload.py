@@ -126,6 +126,16 @@ def test_bounds_and_errors_are_one_line_naming_file_line_and_column(
     assert "\n" not in line
 
 
+def test_built_nodes_are_bounded_and_skipped_documents_build_none() -> None:
+    """The composer is the same for both scanners: libyaml only, to keep this short."""
+    items = "- 1\n" * 250_000  # with the mapping, its key and the list: 250,003 nodes
+    with pytest.raises(InputError) as caught:
+        yamlload.load_documents("x:\n" + items, "f")
+    assert str(caught.value) == "f:249999:3: malformed YAML: more than 250000 nodes to build"
+    skipped = "kind: CustomResourceDefinition\nx:\n" + items
+    assert list(yamlload.iter_documents(skipped, "f", kinds=frozenset({"Deployment"}))) == []
+
+
 def test_aliases_within_the_budget_load_as_pyyaml_loads_them() -> None:
     text = "base: &b {x: 1, y: [1, 2]}\nuse: *b\nmerged:\n  <<: *b\n  z: 3\n"
     assert yamlload.load_documents(text, "f") == [yaml.safe_load(text)]
