@@ -113,8 +113,9 @@ def main() -> int:
                 phase_cpu = statistics.median(t.get(key, (0.0, 0.0))[1] for _, _, t in samples)
                 print(f"{'':10s} {key:18s} {phase_wall:.3f} / {phase_cpu:.3f}")
             if keys:
-                total = [sum(t[k][0] for k in t) for _, _, t in samples]
-                total_cpu = [sum(t[k][1] for k in t) for _, _, t in samples]
+                mine = [k for k in keys if k.startswith("providers/")]
+                total = [sum(t.get(k, (0.0, 0.0))[0] for k in mine) for _, _, t in samples]
+                total_cpu = [sum(t.get(k, (0.0, 0.0))[1] for k in mine) for _, _, t in samples]
                 print(
                     f"{'':10s} {'providers, total':18s} {statistics.median(total):.3f} / "
                     f"{statistics.median(total_cpu):.3f}"
