@@ -85,6 +85,20 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+authfile_option = click.option(
+    "--authfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Credentials file (podman/skopeo auth.json or docker config.json) to read "
+    "instead of REGISTRY_AUTH_FILE, containers' auth.json and docker's config.",
+)
+cert_dir_option = click.option(
+    "--cert-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Directory of *.crt CAs and a NAME.cert/NAME.key client pair for the registry "
+    "(default: /etc/containers/certs.d/HOST:PORT, then /etc/docker/certs.d/HOST:PORT).",
+)
+
+
 def format_option(text: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """``--format text|json`` for a command's summary on stdout."""
     return click.option(
@@ -192,6 +206,7 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Bundle file to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing bundle file.")
+@authfile_option
 @format_option("The summary on stdout; json: inspect --format json's keys, bundle and duration.")
 @debug_option
 @click.option(
@@ -207,6 +222,7 @@ def collect(
     sign_key: Path,
     output: Path,
     force: bool,
+    authfile: Path | None,
     fmt: str,
     concurrency: int,
     quiet: bool,
@@ -217,7 +233,13 @@ def collect(
 
     with Progress.for_terminal(quiet) as progress:
         result = run_collect(
-            spec, output, sign_key, concurrency=concurrency, progress=progress, overwrite=force
+            spec,
+            output,
+            sign_key,
+            concurrency=concurrency,
+            progress=progress,
+            overwrite=force,
+            authfile=authfile,
         )
     manifest = result.manifest
     if fmt == "json":
@@ -373,7 +395,15 @@ def _read_password(username: str | None, password_stdin: bool) -> Credentials | 
         return None
     if not password_stdin:
         raise InputError("--username needs --password-stdin (passwords are never taken as flags)")
-    password = sys.stdin.readline().rstrip("\r\n")
+    if sys.stdin.isatty():  # a person at a terminal: ask, and do not echo what they type
+        import getpass
+
+        try:
+            password = getpass.getpass(f"Password for {username}: ")
+        except EOFError:
+            password = ""
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
     if not password:
         raise InputError("--password-stdin: no password on standard input")
     return Credentials(username, password)
@@ -427,10 +457,15 @@ def registry_options(function: Callable[..., int]) -> Callable[..., int]:
                 "--insecure-skip-tls-verify", is_flag=True, help="Do not verify TLS certificates."
             ),
             click.option("--plain-http", is_flag=True, help="Speak plain HTTP to the registry."),
+            cert_dir_option,
             click.option("--username", help="Registry user (password from --password-stdin)."),
             click.option(
-                "--password-stdin", is_flag=True, help="Read the registry password from stdin."
+                "--password-stdin",
+                is_flag=True,
+                help="Read the registry password from stdin (on a terminal: a prompt "
+                "that does not echo).",
             ),
+            authfile_option,
         ]
     ):
         function = decorator(function)
@@ -562,6 +597,8 @@ def status(
     plain_http: bool,
     username: str | None,
     password_stdin: bool,
+    authfile: Path | None,
+    cert_dir: Path | None,
     concurrency: int,
     fmt: str,
 ) -> int:
@@ -581,6 +618,8 @@ def status(
         skip_tls_verify=insecure_skip_tls_verify,
         plain_http=plain_http,
         credentials=_read_password(username, password_stdin),
+        authfile=authfile,
+        cert_dir=cert_dir,
     )
     result = run_status(bundle, trusted, options)
     if fmt == "json":
@@ -603,6 +642,8 @@ def _import_options(
     plain_http: bool,
     username: str | None,
     password_stdin: bool,
+    authfile: Path | None,
+    cert_dir: Path | None,
     namespace: str | None,
     provider_source: str,
     variables_file: Path | None,
@@ -627,6 +668,8 @@ def _import_options(
         skip_tls_verify=insecure_skip_tls_verify,
         plain_http=plain_http,
         credentials=_read_password(username, password_stdin),
+        authfile=authfile,
+        cert_dir=cert_dir,
         namespace=namespace,
         provider_source=provider_source,
         reverify=reverify,

@@ -14,9 +14,10 @@ import socket
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpcore
@@ -27,6 +28,7 @@ from airgap.errors import (
     AirgapError,
     AuthError,
     HTTPStatusError,
+    InputError,
     NetworkError,
     NotFoundError,
     TLSError,
@@ -74,19 +76,40 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 
-def ssl_context(ca_file: str | None = None, skip_verify: bool = False) -> ssl.SSLContext | bool:
-    """TLS settings for httpx: system trust plus an optional extra CA bundle."""
-    if skip_verify:
+def ssl_context(
+    ca_file: str | None = None,
+    skip_verify: bool = False,
+    *,
+    extra_cas: Sequence[Path] = (),
+    client_cert: tuple[Path, Path] | None = None,
+) -> ssl.SSLContext | bool:
+    """TLS settings for httpx: system trust plus optional extra CA files (``--ca-file``,
+    a certs.d directory's ``*.crt``) and a client certificate and key to present."""
+    if skip_verify and client_cert is None:
         return False
     context = ssl.create_default_context()
-    if ca_file:
+    if skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    for path in [*([Path(ca_file)] if ca_file else []), *extra_cas]:
         try:
-            context.load_verify_locations(cafile=ca_file)
+            context.load_verify_locations(cafile=str(path))
         except (OSError, ssl.SSLError) as exc:
-            from airgap.errors import InputError
-
-            raise InputError(f"cannot load CA file {ca_file}: {exc}") from exc
+            raise InputError(f"cannot load CA file {path}: {exc}") from None
+    if client_cert is not None:
+        certificate, key = client_cert
+        try:
+            context.load_cert_chain(str(certificate), str(key), password=_no_passphrase)
+        except (OSError, ssl.SSLError) as exc:
+            raise InputError(
+                f"cannot load client certificate {certificate} with key {key}: {exc}"
+            ) from None
     return context
+
+
+def _no_passphrase() -> str:
+    """An encrypted client key fails at once instead of prompting on the terminal."""
+    raise ssl.SSLError("the key is encrypted; airgap reads unencrypted keys only")
 
 
 def build_client(
@@ -153,7 +176,9 @@ def is_transient(exc: httpx.TransportError) -> bool:
     """Whether trying again might help: a dropped connection or a timeout might, a name
     that does not resolve, a certificate or a protocol mismatch will not (failing at
     once instead of after seconds of retries)."""
-    if _is_tls_failure(exc) or isinstance(exc, httpx.UnsupportedProtocol | httpx.ProxyError):
+    if _is_tls_failure(exc) or _wants_client_certificate(exc):
+        return False
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.ProxyError):
         return False
     for cause in _causes(exc):
         if isinstance(cause, socket.gaierror | ssl.SSLCertVerificationError):
@@ -189,7 +214,13 @@ def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) ->
     if _is_tls_failure(exc):
         return TLSError(
             f"{target}: TLS certificate not trusted ({_short(text)}); "
-            "pass --ca-file with the registry's CA, or configure caFile"
+            "pass --ca-file with the registry's CA, or configure caFile (or put it in "
+            "/etc/containers/certs.d/HOST:PORT/ca.crt)"
+        )
+    if _wants_client_certificate(exc):
+        return TLSError(
+            f"{target}: the registry wants a client certificate ({_short(text)}); put "
+            "NAME.cert and NAME.key in /etc/containers/certs.d/HOST:PORT/ or pass --cert-dir"
         )
     if isinstance(exc, httpx.ConnectError):
         return NetworkError(f"{target}: cannot connect ({_short(text)})")
@@ -394,6 +425,13 @@ def _decoder(
 def _is_tls_failure(exc: httpx.TransportError) -> bool:
     text = str(exc)
     return "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text
+
+
+def _wants_client_certificate(exc: httpx.TransportError) -> bool:
+    """The server ended the handshake for want of an (acceptable) client certificate:
+    TLS 1.3's certificate_required alert, or bad_certificate."""
+    text = str(exc).upper()
+    return "CERTIFICATE_REQUIRED" in text or "ALERT_BAD_CERTIFICATE" in text
 
 
 @contextmanager

@@ -71,6 +71,7 @@ def collect(
     concurrency: int = 8,
     progress: Progress = QUIET,
     overwrite: bool = False,
+    authfile: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
     spec = load_spec(spec_path)
@@ -84,7 +85,9 @@ def collect(
             providers = _fetch_providers(spec, staging, progress, client)
             _check_contracts(providers, spec_path)  # before any image is downloaded
             contents = _fetch_contents(spec, providers, staging, progress, client)
-        with RegistryPool(spec.registries, max_connections=max(concurrency, 4)) as pool:
+        with RegistryPool(
+            spec.registries, max_connections=max(concurrency, 4), authfile=authfile
+        ) as pool:
             copier = ImageCopier(
                 pool, platforms=spec.platforms, concurrency=concurrency, progress=progress
             )

@@ -61,6 +61,8 @@ class ImportOptions:
     reverify: bool = False  # hash every blob up front, as verify does, not only those pushed
     # where the output tree will be read from, if not output_dir (--output-location)
     output_location: Path | None = None
+    authfile: Path | None = None  # the only credentials file to read (--authfile)
+    cert_dir: Path | None = None  # the target's CAs and client pair (--cert-dir)
 
     def pool(self) -> RegistryPool:
         """A registry pool configured for the target registry."""
@@ -69,11 +71,15 @@ class ImportOptions:
                 ca_file=self.ca_file,
                 plain_http=self.plain_http,
                 skip_tls_verify=self.skip_tls_verify,
+                cert_dir=self.cert_dir,
             )
         }
         credentials = {self.target.host: self.credentials} if self.credentials else {}
         return RegistryPool(
-            settings, credentials=credentials, max_connections=max(4, self.concurrency)
+            settings,
+            credentials=credentials,
+            max_connections=max(4, self.concurrency),
+            authfile=self.authfile,
         )
 
     def provider_output_options(self) -> ProviderOutputOptions:

@@ -3,6 +3,11 @@
 The client pings ``/v2/`` once per host to learn the scheme, then attaches the right
 ``Authorization`` before each request, so a streamed upload body is never wasted on a
 401. Bearer tokens are cached per scope set, as registries issue them per scope.
+Credentials may differ per repository (``host/repo`` keys in auth files): each request
+presents those of the repository it names (the first of its scopes). An identity token
+(docker's ``identitytoken``) is an OAuth2 refresh token: it is exchanged at the token
+service with ``grant_type=refresh_token`` (POST, as the distribution token spec's OAuth2
+flow has it), never sent as a password.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from airgap.errors import AuthError
 from airgap.jsonsafe import Fields, JSONShapeError
 from airgap.limits import MAX_SMALL_BODY_BYTES
 from airgap.reference import is_loopback_host
-from airgap.registry.credentials import Credentials
+from airgap.registry.credentials import Credentials, CredentialSource
 
+CLIENT_ID = "airgap"  # the OAuth2 client_id sent with a refresh-token grant
 _PARAM_RE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
 
@@ -61,6 +67,17 @@ def may_carry_credentials(realm: str, registry_host: str) -> bool:
     return url.scheme == "http" and (url.host == own or loopback)
 
 
+def scope_repository(scopes: tuple[str, ...]) -> str | None:
+    """The repository a request is for: that of its first ``repository:NAME:ACTIONS``
+    scope (a mount's second scope is its source, which the target's credentials must
+    reach too)."""
+    for scope in scopes:
+        kind, _, rest = scope.partition(":")
+        if kind == "repository" and ":" in rest:
+            return rest.rsplit(":", 1)[0]
+    return None
+
+
 def basic_header(credentials: Credentials) -> str:
     raw = f"{credentials.username}:{credentials.password}".encode()
     return "Basic " + base64.b64encode(raw).decode()
@@ -73,12 +90,12 @@ class Authenticator:
         self,
         host: str,
         client: httpx.Client,
-        credentials: Credentials | None,
+        credentials: CredentialSource | None,
         policy: http.RetryPolicy = http.DEFAULT_RETRY,
     ) -> None:
         self.host = host
         self._client = client
-        self._credentials = credentials
+        self._source = credentials
         self._policy = policy
         self._challenge: Challenge | None = None
         self._tokens: dict[tuple[str, ...], tuple[str, float]] = {}
@@ -91,17 +108,22 @@ class Authenticator:
     def known(self) -> bool:
         return self._challenge is not None
 
+    def credentials(self, repository: str | None) -> Credentials | None:
+        """What this registry is sent for ``repository`` (None: the host's own)."""
+        return self._source.for_repository(repository) if self._source else None
+
     @property
     def presented(self) -> Credentials | None:
         """The credentials this host is sent: ours, if its challenge asks for any."""
         challenge = self._challenge or NO_AUTH
-        return self._credentials if challenge.scheme in ("basic", "bearer") else None
+        return self.credentials(None) if challenge.scheme in ("basic", "bearer") else None
 
     def header(self, scopes: tuple[str, ...], *, refresh: bool = False) -> str | None:
         """The Authorization value for a request needing ``scopes``, if any is needed."""
         challenge = self._challenge or NO_AUTH
         if challenge.scheme == "basic":
-            return basic_header(self._credentials) if self._credentials else None
+            found = self.credentials(scope_repository(scopes))
+            return basic_header(found) if found and not _token_only(found) else None
         if challenge.scheme != "bearer":
             return None
         key = tuple(sorted(scopes))
@@ -118,11 +140,14 @@ class Authenticator:
         realm = challenge.params.get("realm")
         if not realm:
             raise AuthError(f"registry {self.host}: bearer challenge without realm", 401)
+        found = self.credentials(scope_repository(scopes))
+        if found and found.identity_token:
+            return self._refresh_token(realm, challenge, scopes, found.identity_token)
         params: list[tuple[str, str | int | float | bool | None]] = []
         if challenge.params.get("service"):
             params.append(("service", challenge.params["service"]))
         params.extend(("scope", scope) for scope in scopes)
-        headers = {"Authorization": basic_header(self._credentials)} if self._credentials else {}
+        headers = {"Authorization": basic_header(found)} if found else {}
         if headers and not may_carry_credentials(realm, self.host):
             raise AuthError(
                 f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
@@ -141,7 +166,7 @@ class Authenticator:
             policy=self._policy,
         )
         if response.status_code in (401, 403):
-            tried = "credentials were tried" if self._credentials else "no credentials were found"
+            tried = "credentials were tried" if found else "no credentials were found"
             raise AuthError(
                 f"registry {self.host}: token service refused access "
                 f"(HTTP {response.status_code}; {tried})",
@@ -151,11 +176,57 @@ class Authenticator:
             raise http.status_error(response, f"registry {self.host}: token request")
         return _token_reply(response, self.host)
 
-    def denied(self, status: int, what: str) -> AuthError:
+    def _refresh_token(
+        self, realm: str, challenge: Challenge, scopes: tuple[str, ...], refresh_token: str
+    ) -> tuple[str, float]:
+        """An access token for ``scopes`` in exchange for an identity (refresh) token:
+        ``POST realm`` with ``grant_type=refresh_token`` (distribution's OAuth2 token
+        spec, as docker and containers/image do)."""
+        if not may_carry_credentials(realm, self.host):
+            raise AuthError(
+                f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
+                "HTTP on another host; an identity token is only sent there over HTTPS",
+                401,
+            )
+        form = {
+            "grant_type": "refresh_token",
+            "refresh_token": refresh_token,
+            "service": challenge.params.get("service", ""),
+            "scope": " ".join(scopes),
+            "client_id": CLIENT_ID,
+        }
+        try:
+            url = httpx.URL(realm)
+        except httpx.InvalidURL:
+            raise AuthError(
+                f"registry {self.host}: bearer challenge with an invalid realm", 401
+            ) from None
+        response = http.send(
+            self._client,
+            lambda: self._client.build_request("POST", url, data=form),
+            policy=self._policy,
+        )
+        if response.status_code in (400, 401, 403):
+            raise AuthError(
+                f"registry {self.host}: token service refused the identity token "
+                f"(HTTP {response.status_code}); log in again (podman login, docker login)",
+                response.status_code,
+            )
+        if response.status_code >= 400:
+            raise http.status_error(response, f"registry {self.host}: token request")
+        return _token_reply(response, self.host)
+
+    def denied(self, status: int, what: str, scopes: tuple[str, ...] = ()) -> AuthError:
         """The user-facing error for a 401/403 after we presented what we had."""
-        tried = "credentials were tried" if self._credentials else "no credentials were found"
+        found = self.credentials(scope_repository(scopes))
+        tried = "credentials were tried" if found else "no credentials were found"
         verb = "authentication failed" if status == 401 else "access denied"
         return AuthError(f"{what}: registry {self.host}: {verb} (HTTP {status}; {tried})", status)
+
+
+def _token_only(credentials: Credentials) -> bool:
+    """An identity token with no password: nothing a Basic challenge could use."""
+    return bool(credentials.identity_token) and not credentials.password
 
 
 def _token_reply(response: httpx.Response, host: str) -> tuple[str, float]:

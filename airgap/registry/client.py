@@ -30,7 +30,7 @@ from airgap.limits import MAX_MANIFEST_BYTES, MAX_SMALL_BODY_BYTES
 from airgap.oci import MANIFEST_ACCEPT, Manifest
 from airgap.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
-from airgap.registry.credentials import Credentials
+from airgap.registry.credentials import Credentials, CredentialSource
 
 CHUNK = 1 << 20
 BodyFactory = Callable[[], Iterable[bytes]]
@@ -52,7 +52,7 @@ class Registry:
         host: str,
         *,
         client: httpx.Client,
-        credentials: Credentials | None = None,
+        credentials: CredentialSource | None = None,
         plain_http: bool | None = None,
         policy: http.RetryPolicy = http.DEFAULT_RETRY,
         display_name: str | None = None,
@@ -182,7 +182,7 @@ class Registry:
                 return None
             try:
                 if response.status_code in (401, 403) and answered_by_us:
-                    raise self._auth.denied(response.status_code, what)
+                    raise self._auth.denied(response.status_code, what, scopes)
                 raise http.status_error(response, what)
             finally:
                 response.close()

@@ -1,8 +1,15 @@
 """Registry credentials from the places docker, podman and skopeo keep them.
 
-Order: explicit credentials, ``$REGISTRY_AUTH_FILE`` (containers auth.json), then
-docker's ``config.json`` (``credHelpers``, ``auths``, ``credsStore``). Credentials are
-only ever handed to the auth layer; they never appear in messages or logs.
+Order, as containers/image reads them (``pkg/docker/config``): explicit credentials
+(``--username``/``--password-stdin``); ``--authfile PATH`` if given, alone, as podman's
+``--authfile`` is; otherwise ``$REGISTRY_AUTH_FILE``, podman's
+``$XDG_RUNTIME_DIR/containers/auth.json`` (``/run/containers/UID/auth.json`` without
+it), ``$XDG_CONFIG_HOME/containers/auth.json`` (``~/.config/...``), then docker's
+``config.json`` (``credHelpers``, ``auths``, ``credsStore``). The first file that knows
+the image's repository answers; within it a key ``host/repo/path`` beats ``host/repo``
+beats ``host``. An ``identitytoken`` is an OAuth2 refresh token, never a password.
+Credentials are only ever handed to the auth layer; they never appear in messages or
+logs.
 """
 
 from __future__ import annotations
@@ -11,22 +18,38 @@ import base64
 import json
 import os
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airgap.errors import InputError
+from airgap.inputfile import read_small
 
 DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
+MAX_AUTH_FILE_BYTES = 4 << 20  # a credentials file, not a disk image
+TOKEN_USERNAME = "<token>"  # noqa: S105 (docker's username for an identity token)
 
 
 @dataclass(frozen=True)
 class Credentials:
     username: str
     password: str
+    identity_token: str | None = None  # an OAuth2 refresh token (docker's identitytoken)
 
     def __repr__(self) -> str:  # never leak the secret through a repr
-        return f"Credentials(username={self.username!r}, password=<redacted>)"
+        token = ", identity_token=<redacted>" if self.identity_token else ""
+        return f"Credentials(username={self.username!r}, password=<redacted>{token})"
+
+    def for_repository(self, repository: str | None) -> Credentials:
+        """The same for every repository: given explicitly for the whole registry."""
+        return self
+
+
+class CredentialSource(Protocol):
+    """Where an Authenticator gets the credentials for one repository of its registry."""
+
+    def for_repository(self, repository: str | None) -> Credentials | None: ...
 
 
 def _normalise_key(key: str) -> str:
@@ -43,30 +66,72 @@ def _host_keys(host: str) -> tuple[str, ...]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return {}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read credentials file {path}: {exc}") from exc
+    try:
+        data = json.loads(read_small(path, MAX_AUTH_FILE_BYTES, "credentials file"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read credentials file {path}: not JSON ({exc})") from None
     return data if isinstance(data, dict) else {}
 
 
-def _from_auths(config: dict[str, Any], keys: tuple[str, ...], path: Path) -> Credentials | None:
-    auths = config.get("auths") or {}
-    for raw_key, entry in auths.items():
-        if _normalise_key(raw_key) not in keys or not isinstance(entry, dict):
-            continue
-        if entry.get("username") and entry.get("password"):
-            return Credentials(str(entry["username"]), str(entry["password"]))
-        encoded = entry.get("auth")
-        if encoded:
-            try:
-                user, _, password = base64.b64decode(encoded).decode().partition(":")
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise InputError(f"{path}: malformed auth entry for {raw_key}") from exc
-            return Credentials(user, password)
+def _decode_entry(entry: dict[str, Any], raw_key: str, path: Path) -> Credentials | None:
+    token = entry.get("identitytoken")
+    token = str(token) if token else None
+    if entry.get("username") and entry.get("password"):
+        return Credentials(str(entry["username"]), str(entry["password"]), token)
+    encoded = entry.get("auth")
+    if encoded:
+        try:
+            user, _, password = base64.b64decode(encoded).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            raise InputError(f"{path}: malformed auth entry for {raw_key}") from None
+        return Credentials(user, password, token)
+    if token:
+        return Credentials(str(entry.get("username") or TOKEN_USERNAME), "", token)
     return None
+
+
+def repository_keys(host: str, repository: str | None) -> list[str]:
+    """``host/a/b/c``, ``host/a/b``, ``host/a``: the repository-scoped keys to try, most
+    specific first (containers/image's ``authKeysForKey``; pure)."""
+    if not repository:
+        return []
+    keys = []
+    key = f"{host}/{repository}"
+    while "/" in key:
+        keys.append(key)
+        key = key.rsplit("/", 1)[0]
+    return keys
+
+
+def _from_auths(
+    config: dict[str, Any], host: str, repository: str | None, path: Path
+) -> Credentials | None:
+    auths = config.get("auths") or {}
+    if not isinstance(auths, dict):
+        return None
+    for key in repository_keys(host, repository):  # exact matches only, as containers/image
+        entry = auths.get(key)
+        if isinstance(entry, dict):
+            found = _decode_entry(entry, key, path)
+            if found:
+                return found
+    keys = _host_keys(host)
+    for raw_key, entry in auths.items():
+        if _auth_key_registry(str(raw_key)) in keys and isinstance(entry, dict):
+            found = _decode_entry(entry, str(raw_key), path)
+            if found:
+                return found
+    return None
+
+
+def _auth_key_registry(key: str) -> str:
+    """The registry an ``auths`` key stands for, as containers/image normalises it: a
+    URL (``https://host/v1/``, docker login's old keys) is its host; a key without a
+    scheme is taken whole, so ``host/repo`` is a repository's key, not the host's."""
+    stripped = key.removeprefix("http://").removeprefix("https://")
+    return stripped.split("/", 1)[0] if stripped != key else stripped
 
 
 def _from_helper(helper: str, host: str) -> Credentials | None:
@@ -90,10 +155,14 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
         data = json.loads(result.stdout)
     except ValueError:
         return None
+    if not isinstance(data, dict):
+        return None
     user, secret = data.get("Username"), data.get("Secret")
     if not secret:
         return None
-    return Credentials(str(user or "<token>"), str(secret))
+    if user == TOKEN_USERNAME:  # docker's convention: the secret is an identity token
+        return Credentials(TOKEN_USERNAME, "", str(secret))
+    return Credentials(str(user or TOKEN_USERNAME), str(secret))
 
 
 def docker_config_path() -> Path:
@@ -101,25 +170,59 @@ def docker_config_path() -> Path:
     return Path(base) / "config.json" if base else Path.home() / ".docker" / "config.json"
 
 
-def lookup(host: str) -> Credentials | None:
-    """Stored credentials for ``host`` (``registry.example:5000``), or None."""
+def auth_file_paths(authfile: Path | None = None) -> list[Path]:
+    """The credentials files consulted, in order (see the module docstring)."""
+    if authfile is not None:
+        return [authfile]
+    paths = []
+    if os.environ.get("REGISTRY_AUTH_FILE"):
+        paths.append(Path(os.environ["REGISTRY_AUTH_FILE"]))
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    paths.append(
+        Path(runtime, "containers", "auth.json")
+        if runtime
+        else Path(f"/run/containers/{os.getuid()}/auth.json")
+    )
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    paths.append(Path(config_home, "containers", "auth.json"))
+    paths.append(docker_config_path())
+    return paths
+
+
+def lookup(
+    host: str, repository: str | None = None, *, authfile: Path | None = None
+) -> Credentials | None:
+    """Stored credentials for ``repository`` on ``host`` (``registry.example:5000``), or
+    for the host itself; None when no file knows either."""
     keys = _host_keys(host)
-    auth_file = os.environ.get("REGISTRY_AUTH_FILE")
-    if auth_file:
-        path = Path(auth_file)
-        found = _from_auths(_read_json(path), keys, path)
+    for path in auth_file_paths(authfile):
+        config = _read_json(path)
+        helpers = config.get("credHelpers") or {}
+        if isinstance(helpers, dict):
+            for raw_key, helper in helpers.items():
+                if _normalise_key(str(raw_key)) in keys:
+                    return _from_helper(str(helper), str(raw_key))
+        found = _from_auths(config, host, repository, path)
         if found:
             return found
-    path = docker_config_path()
-    config = _read_json(path)
-    helpers = config.get("credHelpers") or {}
-    for raw_key, helper in helpers.items():
-        if _normalise_key(raw_key) in keys:
-            return _from_helper(str(helper), raw_key)
-    found = _from_auths(config, keys, path)
-    if found:
-        return found
-    store = config.get("credsStore")
-    if store:
-        return _from_helper(str(store), host)
+        store = config.get("credsStore")
+        if store:
+            return _from_helper(str(store), host)
     return None
+
+
+class CredentialStore:
+    """The stored credentials of one registry host, per repository, each looked up once
+    (a credential helper runs once, not per request)."""
+
+    def __init__(self, host: str, *, authfile: Path | None = None) -> None:
+        self.host = host
+        self._authfile = authfile
+        self._found: dict[str | None, Credentials | None] = {}
+        self._lock = threading.Lock()
+
+    def for_repository(self, repository: str | None) -> Credentials | None:
+        with self._lock:
+            if repository not in self._found:
+                self._found[repository] = lookup(self.host, repository, authfile=self._authfile)
+            return self._found[repository]

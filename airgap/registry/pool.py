@@ -1,21 +1,25 @@
 """One place that turns a registry host into a configured ``Registry`` endpoint.
 
-It applies per-registry settings (pull mirror, CA file, plain HTTP, skip TLS verify),
-looks up credentials once per host, and shares one HTTP connection pool per endpoint
-between all threads.
+It applies per-registry settings (pull mirror, CA file, plain HTTP, skip TLS verify,
+the certs.d directory or ``--cert-dir``), looks up stored credentials once per host and
+repository (``--authfile`` or the usual files), and shares one HTTP connection pool per
+endpoint between all threads.
 """
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import httpx
 
 from airgap import http
 from airgap.reference import Reference, api_host
+from airgap.registry import certs
 from airgap.registry import credentials as creds
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
@@ -40,6 +44,7 @@ class EndpointOptions:
     ca_file: str | None = None
     plain_http: bool = False
     skip_tls_verify: bool = False
+    cert_dir: Path | None = None  # replaces the host's certs.d directory (--cert-dir)
 
 
 class RegistryPool:
@@ -52,9 +57,11 @@ class RegistryPool:
         credentials: Mapping[str, Credentials] | None = None,
         max_connections: int = 16,
         policy: http.RetryPolicy = http.DEFAULT_RETRY,
+        authfile: Path | None = None,
     ) -> None:
         self._settings = dict(settings or {})
         self._credentials = dict(credentials or {})
+        self._authfile = authfile
         self._max_connections = max_connections
         self._policy = policy
         self._registries: dict[str, Registry] = {}
@@ -82,9 +89,7 @@ class RegistryPool:
             options = self._settings.get(host) or EndpointOptions()
             plain = options.plain_http  # no TLS: do not load the system CA store
             client = http.build_client(
-                verify=False
-                if plain
-                else http.ssl_context(options.ca_file, options.skip_tls_verify),
+                verify=False if plain else _tls(host, options),
                 max_connections=self._max_connections,
             )
             self._clients.append(client)
@@ -92,7 +97,8 @@ class RegistryPool:
             registry = Registry(
                 endpoint,
                 client=client,
-                credentials=self._credentials.get(host) or creds.lookup(host),
+                credentials=self._credentials.get(host)
+                or creds.CredentialStore(host, authfile=self._authfile),
                 plain_http=True if options.plain_http else None,
                 policy=self._policy,
                 display_name=host,
@@ -110,3 +116,15 @@ class RegistryPool:
             )
             return self.registry(host), repository
         return self.registry(reference.registry), reference.repository
+
+
+def _tls(host: str, options: RegistryOptions) -> ssl.SSLContext | bool:
+    """The TLS settings for ``host``: its options plus its certs.d directory (or the
+    ``--cert-dir`` that replaces it): extra CAs and a client certificate."""
+    found = certs.for_host(host, cert_dir=getattr(options, "cert_dir", None))
+    return http.ssl_context(
+        options.ca_file,
+        options.skip_tls_verify,
+        extra_cas=found.cas,
+        client_cert=found.client,
+    )

@@ -18,7 +18,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CertificateAuthority", "Pki", "make_ca", "make_pki"]
+__all__ = [
+    "CertificateAuthority",
+    "Pki",
+    "create_ca",
+    "issue_client_cert",
+    "make_ca",
+    "make_pki",
+]
 
 _VALIDITY = dt.timedelta(days=30)
 # Back-date certificates a little so a slightly skewed clock never makes them "not yet valid".
@@ -176,6 +183,32 @@ def issue_server_cert(
         .sign(ca.key, hashes.SHA256())
     )
     cert_path = directory / f"{name}.crt"
+    key_path = directory / f"{name}.key"
+    _write_cert(cert, cert_path)
+    _write_key(key, key_path)
+    return cert_path, key_path
+
+
+def issue_client_cert(
+    ca: CertificateAuthority, directory: Path, name: str = "client"
+) -> tuple[Path, Path]:
+    """Issue a TLS client certificate (extended key usage clientAuth) signed by ``ca``,
+    for registries that require one (``http.tls.clientcas``); returns ``(cert, key)``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"airgap {name}")]))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
+    cert_path = directory / f"{name}.cert"
     key_path = directory / f"{name}.key"
     _write_cert(cert, cert_path)
     _write_key(key, key_path)

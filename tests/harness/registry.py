@@ -94,6 +94,7 @@ class RegistryServer:
         token_server: TokenServer | None = None,
         extra_config: dict[str, Any] | None = None,
         start: bool = True,
+        client_cert: tuple[Path, Path] | None = None,
     ) -> None:
         self.mode = RegistryMode(mode)
         self.directory = directory
@@ -110,6 +111,9 @@ class RegistryServer:
         self.ca_file: Path | None = None
         self.cert_dir: Path | None = None
         self._extra_config = extra_config or {}
+        # what the readiness probe presents to a registry that requires a client
+        # certificate (``http.tls.clientcas`` in extra_config)
+        self.client_cert = client_cert
         self._instance_id = secrets.token_hex(8)
         self._process: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -223,6 +227,8 @@ class RegistryServer:
         conn: http.client.HTTPConnection
         if self.scheme == "https":
             context = ssl.create_default_context(cafile=str(self.ca_file))
+            if self.client_cert is not None:
+                context.load_cert_chain(*map(str, self.client_cert))
             conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=2, context=context)
         else:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)

@@ -9,7 +9,10 @@ Policy (deliberately simple, so tests can reason about it):
 
 * valid HTTP Basic credentials -> every requested action is granted;
 * wrong credentials (or any non-Basic ``Authorization``) -> 401;
-* anonymous -> only ``pull`` on ``repository`` scopes (so a push needs credentials).
+* anonymous -> only ``pull`` on ``repository`` scopes (so a push needs credentials);
+* OAuth2 ``POST`` with ``grant_type=refresh_token`` (distribution's OAuth2 token spec, how
+  docker's ``identitytoken`` is used) -> every action for a refresh token registered with
+  ``add_refresh_token``, 401 ``invalid_grant`` for any other.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class TokenRequest:
     username: str | None
     status: int
     granted: list[dict[str, Any]] = field(default_factory=list)
+    grant_type: str | None = None  # OAuth2 POSTs: "password" or "refresh_token"
 
 
 class TokenServer:
@@ -84,6 +88,7 @@ class TokenServer:
         self.issuer = issuer
         self.ttl = ttl
         self.requests: list[TokenRequest] = []
+        self.refresh_tokens: dict[str, str] = {}  # refresh token -> the user it stands for
         self._lock = threading.Lock()
         directory.mkdir(parents=True, exist_ok=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
@@ -156,6 +161,11 @@ class TokenServer:
         # JWS ES256 wants the raw 64-byte r||s, not the DER the library produces.
         signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
         return signing_input + "." + _b64url(signature)
+
+    def add_refresh_token(self, token: str, username: str | None = None) -> None:
+        """Accept ``token`` as an OAuth2 refresh token (an ``identitytoken``)."""
+        with self._lock:
+            self.refresh_tokens[token] = username or self.username
 
     def grant(self, scopes: list[str], *, authenticated: bool) -> list[dict[str, Any]]:
         """Apply the server's policy to requested scopes."""
@@ -246,6 +256,10 @@ def _make_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
             scopes: list[str],
             form: dict[str, list[str]] | None,
         ) -> None:
+            grant_type = form.get("grant_type", [None])[0] if form is not None else None
+            if grant_type == "refresh_token" and form is not None:
+                self._refresh(path, service, scopes, form)
+                return
             present, user, password = self._credentials(form)
             record = TokenRequest(
                 method=self.command,
@@ -255,6 +269,7 @@ def _make_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
                 basic_auth=present,
                 username=user,
                 status=200,
+                grant_type=grant_type,
             )
             if path != "/token":
                 record.status = 404
@@ -282,6 +297,41 @@ def _make_handler(server: TokenServer) -> type[BaseHTTPRequestHandler]:
                     "access_token": token,
                     "expires_in": server.ttl,
                     "issued_at": issued,
+                },
+            )
+
+        def _refresh(
+            self, path: str, service: str | None, scopes: list[str], form: dict[str, list[str]]
+        ) -> None:
+            """The OAuth2 refresh-token grant: a registered token gets an access token."""
+            token = form.get("refresh_token", [""])[0]
+            with server._lock:
+                user = server.refresh_tokens.get(token)
+            record = TokenRequest(
+                method=self.command,
+                path=path,
+                service=service,
+                scopes=scopes,
+                basic_auth="Authorization" in self.headers,
+                username=user,
+                status=200,
+                grant_type="refresh_token",
+            )
+            if path != "/token" or user is None:
+                record.status = 401 if path == "/token" else 404
+                server._record(record)
+                self._json(record.status, {"error": "invalid_grant"})
+                return
+            granted = server.grant(scopes, authenticated=True)
+            record.granted = granted
+            server._record(record)
+            self._json(
+                200,
+                {
+                    "access_token": server.issue_token(user, granted),
+                    "expires_in": server.ttl,
+                    "scope": " ".join(scopes),
+                    "refresh_token": token,
                 },
             )
 
