@@ -2,19 +2,19 @@
 
 ``inspect`` only needs the manifest and signature, which collect writes as the first
 two members, so it reads two headers and two small payloads however large the bundle,
-with the same bounded tar reader verify uses (``airgap.bundle.tarread``).
+with the same bounded tar reader verify uses (``airgap.bundle.tarread``), from the
+bundle file or its first part (``airgap.bundle.source``).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
+from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import TarFormatError, TarReader, TarTruncated
 from airgap.errors import BundleError
-from airgap.inputfile import open_regular
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, describe_size
 
 
@@ -28,17 +28,23 @@ class BundleHead:
         return BundleManifest.from_bytes(self.manifest_bytes)
 
 
-def read_head(path: Path) -> BundleHead:
-    """The manifest and signature bytes at the start of the bundle at ``path``."""
-    fd, size = open_regular(path, "bundle")
+def read_head(path: Path | BundleSource) -> BundleHead:
+    """The manifest and signature bytes at the start of the bundle ``path`` names (a
+    file, or its parts), or of an open source."""
+    if isinstance(path, BundleSource):
+        return _read_head(path)
+    with open_source(path) as source:
+        return _read_head(source)
+
+
+def _read_head(source: BundleSource) -> BundleHead:
+    path = source.path
     try:
-        reader = TarReader(fd, size)
+        reader = TarReader(source)
         manifest = _next_payload(reader, MANIFEST_NAME, MAX_BUNDLE_MANIFEST_BYTES, path)
         signature = _next_payload(reader, SIGNATURE_NAME, MAX_SIGNATURE_BYTES, path)
     except (TarFormatError, TarTruncated) as exc:
         raise BundleError(f"{path} is not a readable bundle tar: {exc}") from None
-    finally:
-        os.close(fd)
     return BundleHead(manifest, signature)
 
 
@@ -49,7 +55,7 @@ def _next_payload(reader: TarReader, expected: str, limit: int, path: Path) -> b
         raise BundleError(f"{path}: expected {expected} next, found {found!r}")
     if member.size > limit:
         raise BundleError(f"{path}: {expected} is larger than the {describe_size(limit)} limit")
-    data = os.pread(reader.fd, member.size, member.offset_data)
+    data = reader.pread(member.size, member.offset_data)
     if len(data) != member.size:
         raise BundleError(f"{path}: {expected} is truncated")
     return data

@@ -6,8 +6,9 @@ endless loop (CVE-2025-8194) and a PAX or GNU long-name header declaring 1 GiB i
 into memory whole. This reader parses the few header shapes a bundle may hold (ustar,
 PAX ``x`` headers, GNU long names) with explicit bounds: checksums checked, sizes
 non-negative and inside the file, extended headers at most
-``MAX_EXTENDED_HEADER_BYTES``, a few per member. It reads with ``pread`` from a file
-descriptor, so it never moves a file position another reader depends on.
+``MAX_EXTENDED_HEADER_BYTES``, a few per member. It reads by offset (``pread`` on a file
+descriptor, or a ``BundleSource`` whose bytes may span several part files), so it never
+moves a file position another reader depends on.
 
 Bundles are opened with ``open_bundle``, which refuses anything but a regular file
 (``/dev/zero``, a FIFO or a directory would otherwise be read forever or block).
@@ -19,6 +20,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from airgap.inputfile import open_regular
 from airgap.limits import (
@@ -113,8 +115,29 @@ def open_bundle(path: Path) -> tuple[int, int]:
     return open_regular(path, "bundle")
 
 
+class RandomAccess(Protocol):
+    """Bytes read by offset: a ``BundleSource`` (one file or its parts)."""
+
+    @property
+    def size(self) -> int: ...
+
+    def pread(self, length: int, offset: int) -> bytes: ...
+
+
+class _Descriptor:
+    """A plain file descriptor as RandomAccess."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+
+    def pread(self, length: int, offset: int) -> bytes:
+        return os.pread(self.fd, length, offset)
+
+
 class TarReader:
-    """Walks the headers of the tar in ``fd`` (``size`` bytes long), one member at a time.
+    """Walks the headers of the tar in ``source`` (a descriptor of ``size`` bytes, or
+    anything readable by offset), one member at a time.
 
     ``next`` returns None where the members end: at a zero block, at the end of the
     file, at a partial header, or at a header whose checksum is wrong; ``offset`` is then
@@ -122,15 +145,22 @@ class TarReader:
     past safely raises TarFormatError, and a member whose data runs past the end of the
     file raises TarTruncated."""
 
-    def __init__(self, fd: int, size: int) -> None:
-        self._fd = fd
-        self._size = size
+    def __init__(self, source: int | RandomAccess, size: int | None = None) -> None:
+        if isinstance(source, int):
+            if size is None:
+                raise TypeError("a descriptor needs its size")
+            source = _Descriptor(source, size)
+        self._source = source
+        self._size = source.size if size is None else size
         self.offset = 0
 
     @property
-    def fd(self) -> int:
-        """The descriptor read from (with ``pread``: no file position is used)."""
-        return self._fd
+    def source(self) -> RandomAccess:
+        """What is read from (by offset: no file position is used)."""
+        return self._source
+
+    def pread(self, length: int, offset: int) -> bytes:
+        return self._source.pread(length, offset)
 
     def next(self) -> TarEntry | None:
         start = self.offset
@@ -168,7 +198,7 @@ class TarReader:
 
     def _header(self, offset: int, start: int) -> bytes | None:
         """The header block at ``offset``, or None where the members end."""
-        block = os.pread(self._fd, BLOCK, offset)
+        block = self._source.pread(BLOCK, offset)
         if offset == 0 and (len(block) < BLOCK or not block.strip(b"\0")):
             raise TarFormatError("it is empty or too small to be a tar archive")
         if len(block) < BLOCK or not block.strip(b"\0"):
@@ -188,7 +218,7 @@ class TarReader:
             )
         if offset + size > self._size:
             raise TarFormatError(f"extended header at byte {offset - BLOCK} is truncated")
-        data = os.pread(self._fd, size, offset)
+        data = self._source.pread(size, offset)
         if len(data) != size:
             raise TarFormatError(f"extended header at byte {offset - BLOCK} is truncated")
         return data

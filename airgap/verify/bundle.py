@@ -1,14 +1,21 @@
 """Verify a bundle end to end and hand back what was verified.
 
 ``verify_bundle`` is the one code path for ``airgap verify``, ``airgap import`` and
-``airgap configmaps``: they all act only on a ``VerifiedBundle``, whose members are
-read by offset from the tar. Every read hashes what it hands out against the signed
-manifest, whatever was checked before: a file can change between two reads (another
-writer, or a USB disk edited elsewhere keeping size and times), and no earlier check,
-no file metadata and no cache can vouch for bytes that were not hashed as they were
-used. ``airgap verify`` hashes every member; import and configmaps leave the image
-layout's blobs to be hashed while they stream to the registry (``stream``), so blobs
-the target already holds need no bytes from the bundle at all.
+``airgap configmaps`` (and ``airgap serve``): they all act only on a
+``VerifiedBundle``, whose members are read by offset from the tar or its parts.
+Every read hashes what it hands out against the signed manifest, whatever was checked
+before: a file can change between two reads (another writer, or a USB disk edited
+elsewhere keeping size and times), and no earlier check, no file metadata and no cache
+can vouch for bytes that were not hashed as they were used. ``airgap verify`` hashes
+every member; import and configmaps leave the image layout's blobs to be hashed while
+they stream to the registry (``stream``), so blobs the target already holds need no
+bytes from the bundle at all.
+
+A split bundle's parts list (``airgap.bundle.parts``) is checked with the manifest,
+before anything else is parsed: signed by a trusted key, for this very manifest. When a
+member of a split bundle is damaged, the parts holding it are hashed against the list,
+so the report names the file to copy again (``part 3 of 7 (NAME.tar.002): sha256
+mismatch``).
 """
 
 from __future__ import annotations
@@ -22,11 +29,15 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
+from airgap.bundle.parts import parts_list_path, parts_signature_path
+from airgap.bundle.source import BundleSource, open_source
 from airgap.errors import BundleError, SignatureError
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
+from airgap.verify.artifacts import check_artifacts
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.contents import check_contents
+from airgap.verify.delta import check_delta
 from airgap.verify.findings import Failure
 from airgap.verify.names import check_names
 from airgap.verify.scan import Member, ScanResult, scan
@@ -37,15 +48,21 @@ ED25519_SIGNATURE_BYTES = 64
 
 @dataclass
 class VerifiedBundle:
-    """The outcome of verification, and random access to the verified members."""
+    """The outcome of verification, and random access to the verified members (through
+    ``source``, which stays open as long as the bundle is used)."""
 
-    path: Path
+    source: BundleSource
     manifest: BundleManifest | None
     signer: str | None
     members: dict[str, Member]
     failures: list[Failure] = field(default_factory=list)
     manifest_bytes: bytes = b""  # the signed bytes, exactly as in the tar
     all_hashed: bool = True  # False: the layout's blobs are left to be hashed on use
+
+    @property
+    def path(self) -> Path:
+        """The bundle as named to people (``NAME.tar``, split or not)."""
+        return self.source.path
 
     @property
     def verified(self) -> bool:
@@ -55,9 +72,7 @@ class VerifiedBundle:
         """A small member's bytes (manifests, metadata, components), hashed on every
         read against the signed manifest."""
         member = self.members[name]
-        with self.path.open("rb") as handle:
-            handle.seek(member.offset)
-            data = handle.read(member.size)
+        data = self.source.pread(member.size, member.offset)
         if len(data) != member.size:
             raise BundleError(f"{self.path}: {name} is truncated")
         self._check(member, hashlib.sha256(data).hexdigest())
@@ -74,21 +89,21 @@ class VerifiedBundle:
         member = self.members[name]
         hasher = hashlib.sha256() if start == 0 else None
         held: bytes | None = None
-        with self.path.open("rb") as handle:
-            handle.seek(member.offset + start)
-            remaining = member.size - start
-            while remaining > 0:
-                chunk = handle.read(min(READ_CHUNK, remaining))
-                if not chunk:
-                    raise BundleError(f"{self.path}: {name} is truncated")
-                remaining -= len(chunk)
-                if hasher is None:
-                    yield chunk
-                    continue
-                hasher.update(chunk)
-                if held is not None:
-                    yield held
-                held = chunk
+        offset = member.offset + start
+        remaining = member.size - start
+        while remaining > 0:
+            chunk = self.source.pread(min(READ_CHUNK, remaining), offset)
+            if not chunk:
+                raise BundleError(f"{self.path}: {name} is truncated")
+            offset += len(chunk)
+            remaining -= len(chunk)
+            if hasher is None:
+                yield chunk
+                continue
+            hasher.update(chunk)
+            if held is not None:
+                yield held
+            held = chunk
         if hasher is not None:
             self._check(member, hasher.hexdigest())
         if held is not None:
@@ -96,11 +111,17 @@ class VerifiedBundle:
 
     def _check(self, member: Member, actual: str) -> None:
         if actual != member.sha256:
+            touching = self.source.parts_touching(member.offset, member.size)
+            damaged = self.source.damaged_parts(touching)
+            where = "".join(f"; {_part_damage(self.source, i)}" for i in damaged)
             raise BundleError(
                 f"{self.path}: member {member.name} does not match the signed manifest "
                 f"(sha256 {actual}, signed {member.sha256}): the bundle changed after "
-                "it was signed or verified"
+                f"it was signed or verified{where}"
             )
+
+    def close(self) -> None:
+        self.source.close()
 
     def require_verified(self) -> BundleManifest:
         """The manifest, or a BundleError summarising why the bundle is refused."""
@@ -112,25 +133,42 @@ class VerifiedBundle:
 
 
 def verify_bundle(
-    path: Path, keys: list[Ed25519PublicKey] | None, *, hash_blobs: bool = True
+    path: Path | BundleSource, keys: list[Ed25519PublicKey] | None, *, hash_blobs: bool = True
 ) -> VerifiedBundle:
     """Scan, check the signature (unless ``keys`` is None: explicitly unsigned), then
     check the layout and providers against the verified members.
 
-    ``hash_blobs=False`` (import, configmaps) hashes every member but the layout's
-    blobs; the image manifests among them are hashed when the layout check reads them,
-    the others when ``stream`` pushes them."""
+    ``path`` names a bundle file or its parts (``airgap.bundle.source``); the returned
+    bundle keeps the source open for reading. ``hash_blobs=False`` (import, configmaps)
+    hashes every member but the layout's blobs; the image manifests among them are
+    hashed when the layout check reads them, the others when ``stream`` pushes them."""
+    source = path if isinstance(path, BundleSource) else open_source(path)
+    try:
+        return _verify(source, keys, hash_blobs)
+    except BaseException:
+        source.close()
+        raise
+
+
+def _verify(
+    source: BundleSource, keys: list[Ed25519PublicKey] | None, hash_blobs: bool
+) -> VerifiedBundle:
+    path = source.path
 
     def authenticate(scanned: ScanResult) -> bool:
         # before anything but the manifest's bytes is parsed: an untrusted bundle is
         # judged by its signature alone, and read no further
         scanned.signer = _check_signature(scanned, keys)
+        if scanned.signer is not None or keys is None:
+            _check_parts_list(source, scanned, keys)
         return keys is None or scanned.signer is not None
 
-    result = scan(path, hash_blobs=hash_blobs, authenticate=authenticate)
+    result = scan(source, hash_blobs=hash_blobs, authenticate=authenticate)
+    if result.authenticated:
+        _name_damaged_parts(source, result)
     signer = result.signer
     bundle = VerifiedBundle(
-        path,
+        source,
         result.manifest,
         signer,
         result.members,
@@ -149,10 +187,78 @@ def verify_bundle(
                 raise
 
         bundle.failures.extend(check_names(result.manifest))
+        bundle.failures.extend(check_delta(result.manifest))
         bundle.failures.extend(check_layout(result.manifest, read, present))
         bundle.failures.extend(check_providers(result.manifest, read, present))
         bundle.failures.extend(check_contents(result.manifest, read, present))
+        bundle.failures.extend(check_artifacts(result.manifest, read, present))
     return bundle
+
+
+def _part_damage(source: BundleSource, index: int) -> str:
+    return f"{source.describe_part(index)}: sha256 mismatch (copy this file again)"
+
+
+def _check_parts_list(
+    source: BundleSource, result: ScanResult, keys: list[Ed25519PublicKey] | None
+) -> None:
+    """A split bundle's parts list: present, signed by a trusted key (unless unsigned
+    on purpose), and written for this manifest. Its part sizes were checked when the
+    parts were opened."""
+    if not source.split:
+        return
+    name = parts_list_path(source.path).name
+    listed = source.parts_list
+    if listed is None or source.parts_list_bytes is None:
+        if keys is not None:
+            result.fail(
+                "parts",
+                name,
+                "is missing: a split bundle's signed parts list travels with its parts",
+            )
+        return
+    if keys is not None:
+        if source.parts_signature is None:
+            result.fail("signature", parts_signature_path(source.path).name, "is missing")
+            return
+        try:
+            verify_signature(source.parts_signature, source.parts_list_bytes, keys)
+        except SignatureError:
+            result.fail(
+                "signature",
+                name,
+                "does not verify with any trusted key: the parts list or its signature "
+                "was altered, or an untrusted key signed it",
+            )
+            return
+    manifest_sha256 = hashlib.sha256(result.manifest_bytes or b"").hexdigest()
+    if listed.manifest_sha256 != manifest_sha256 or listed.size != source.size:
+        result.fail(
+            "parts", name, f"belongs to another bundle than the one in {source.parts[0].path.name}"
+        )
+
+
+def _name_damaged_parts(source: BundleSource, result: ScanResult) -> None:
+    """Failures that damaged bytes explain: hash the parts holding them against the
+    parts list and name each mismatching part first, the file to copy again."""
+    if not source.split or source.parts_list is None:
+        return
+    suspects: set[int] = set()
+    for failure in result.failures:
+        if failure.kind not in ("tar", "member", "layout"):
+            continue
+        where = result.located.get(failure.subject)
+        if where is None:
+            suspects.update(range(len(source.parts)))
+            break
+        suspects.update(source.parts_touching(*where))
+    if not suspects:
+        return
+    named = [
+        Failure("part", source.describe_part(i), "sha256 mismatch (copy this file again)")
+        for i in source.damaged_parts(sorted(suspects))
+    ]
+    result.failures[:0] = named
 
 
 def _reason(exc: BundleError, path: Path) -> str:

@@ -3,7 +3,8 @@
 The tar is read once, in constant memory and without extracting anything: headers are
 walked in order by airgap's own bounded reader (``airgap.bundle.tarread``; no library
 ever sees a header first) while member data is hashed on a few worker threads, each
-reading with ``pread`` into a reusable buffer. What it learns (where each member's bytes
+reading by offset into a reusable buffer, from the bundle file or across its parts
+(``airgap.bundle.source``). What it learns (where each member's bytes
 are) lets import push blobs straight out of the tar afterwards.
 
 Nothing but the manifest's own bytes is parsed before its signature is checked: the
@@ -24,7 +25,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from airgap.bundle.format import (
     IMAGES_DIR,
@@ -33,9 +33,9 @@ from airgap.bundle.format import (
     BundleManifest,
     FileRecord,
 )
+from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import BLOCK, TarEntry, TarFormatError, TarReader, TarTruncated
 from airgap.errors import BundleError
-from airgap.inputfile import open_regular
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
 from airgap.verify.findings import Failure, printable
 
@@ -71,6 +71,8 @@ class ScanResult:
     last_member: str = "the start of the archive"
     signer: str | None = None  # set by ``authenticate``
     authenticated: bool | None = None  # None: not asked yet
+    # every member's data (offset, size), failed ones too: which part holds a damage
+    located: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def fail(self, kind: str, subject: str, message: str) -> None:
         self.failures.append(Failure(kind, subject, message))
@@ -123,8 +125,10 @@ class _HashPool:
     in about tar order, in constant memory. Results are taken back in submission order,
     so failures are reported in tar order."""
 
-    def __init__(self, fd: int, result: ScanResult, workers: int, *, hash_blobs: bool) -> None:
-        self._fd = fd
+    def __init__(
+        self, source: BundleSource, result: ScanResult, workers: int, *, hash_blobs: bool
+    ) -> None:
+        self._source = source
         self._result = result
         self._hash_blobs = hash_blobs
         self._executor = ThreadPoolExecutor(max_workers=workers)
@@ -161,7 +165,7 @@ class _HashPool:
         hasher = hashlib.sha256()
         remaining = size
         while remaining:
-            got = os.preadv(self._fd, [buffer[: min(len(buffer), remaining)]], offset)
+            got = self._source.readinto(buffer[: min(len(buffer), remaining)], offset)
             if not got:
                 break
             hasher.update(buffer[:got])
@@ -181,35 +185,41 @@ class _HashPool:
             self._result.members[name] = Member(name, info.offset_data, info.size, record.sha256)
 
 
-def _read_small(fd: int, info: TarEntry) -> bytes:
-    return os.pread(fd, min(info.size, MAX_HEAD_BYTES), info.offset_data)
+def _read_small(reader: TarReader, info: TarEntry) -> bytes:
+    return reader.pread(min(info.size, MAX_HEAD_BYTES), info.offset_data)
 
 
 def scan(
-    path: Path, *, hash_blobs: bool = True, authenticate: Authenticate | None = None
+    path: Path | BundleSource, *, hash_blobs: bool = True, authenticate: Authenticate | None = None
 ) -> ScanResult:
-    """Scan the bundle at ``path``; failures are collected, not raised, so a report can
-    list everything wrong. Only a path that is not a readable regular file raises.
+    """Scan the bundle ``path`` names (a file or its parts, or an open source);
+    failures are collected, not raised, so a report can list everything wrong. Only a
+    path that is not a readable bundle raises.
 
     ``hash_blobs=False`` hashes every member but the image layout's blobs, which are
     only located: their users (import) hash them as they read them. ``authenticate``
     judges the manifest's bytes and signature before anything is parsed."""
-    fd, size = open_regular(path, "bundle")
+    if isinstance(path, BundleSource):
+        return _scan(path, hash_blobs, authenticate)
+    with open_source(path) as source:
+        return _scan(source, hash_blobs, authenticate)
+
+
+def _scan(source: BundleSource, hash_blobs: bool, authenticate: Authenticate | None) -> ScanResult:
     result = ScanResult()
-    with os.fdopen(fd, "rb") as handle:
-        hashes = _HashPool(fd, result, HASH_WORKERS, hash_blobs=hash_blobs)
-        expected: dict[str, FileRecord] = {}
-        try:
-            _walk_members(TarReader(fd, size), path, result, hashes, expected, authenticate)
-            if result.authenticated is None:  # the archive ended before a third member
-                _open_manifest(result, expected, authenticate)
-        finally:
-            hashes.drain()
-        if not result.authenticated:
-            _check_head(result)
-            return result  # nothing after an untrusted manifest is worth a look
-        if result.end_offset is not None:
-            _check_end(handle, result.end_offset, result.last_member, result)
+    hashes = _HashPool(source, result, HASH_WORKERS, hash_blobs=hash_blobs)
+    expected: dict[str, FileRecord] = {}
+    try:
+        _walk_members(TarReader(source), source.path, result, hashes, expected, authenticate)
+        if result.authenticated is None:  # the archive ended before a third member
+            _open_manifest(result, expected, authenticate)
+    finally:
+        hashes.drain()
+    if not result.authenticated:
+        _check_head(result)
+        return result  # nothing after an untrusted manifest is worth a look
+    if result.end_offset is not None:
+        _check_end(source, result.end_offset, result.last_member, result)
     _check_completeness(result)
     return result
 
@@ -260,6 +270,7 @@ def _walk_members(
             return
         position += 1
         last = f"member {position} ({info.name})"
+        result.located.setdefault(info.name, (info.offset_data, info.size))
         head_open = position == 3 and result.authenticated is None
         if head_open and not _open_manifest(result, expected, authenticate):
             return
@@ -280,14 +291,13 @@ def _walk_members(
         _check_member(info, result, expected, hashes)
 
 
-def _check_end(handle: BinaryIO, offset: int, last: str, result: ScanResult) -> None:
+def _check_end(source: BundleSource, offset: int, last: str, result: ScanResult) -> None:
     """The reader stops quietly at a zero block, a corrupt header or the end of the
     file; only two zero blocks, then a little padding of zeros, are a complete archive."""
     buffer = memoryview(bytearray(READ_SIZE))
-    handle.seek(offset)
     zeros = 0
     while True:
-        got = handle.readinto(buffer)  # type: ignore[attr-defined]
+        got = source.readinto(buffer, offset + zeros)
         if not got:
             break
         data = bytes(buffer[:got])
@@ -327,7 +337,7 @@ def _read_head_member(reader: TarReader, info: TarEntry, position: int, result: 
     if info.size > limit:
         result.fail("member", info.name, f"is implausibly large ({info.size} bytes)")
         return
-    data = _read_small(reader.fd, info)
+    data = _read_small(reader, info)
     if len(data) != info.size:
         result.fail("tar", info.name, f"is truncated ({len(data)} of {info.size} bytes)")
         return
