@@ -72,6 +72,51 @@ class ImageRecord:
     size: int  # manifests + unique blobs of this image, in bytes
     source_digest: str | None = None  # set when a platform filter rewrote the index
     kept_whole: str | None = None  # why a platform filter left it whole ("pinned by digest")
+    # delta bundles: digests of this image's manifests and blobs the bundle relies on
+    # without carrying them (each one listed in ``DeltaRecord.needs``); absent otherwise
+    needs: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NeedRecord:
+    """A manifest or blob a delta bundle relies on without carrying it: import finds it
+    in the target registry (where the base bundle, or the have-list, says it is)."""
+
+    digest: str
+    size: int
+    media_type: str  # a manifest media type (asked for as a manifest) or the blob's
+
+
+@dataclass(frozen=True)
+class DeltaRecord:
+    """What a delta bundle relies on: the base it was made against (the sha256 of the
+    base bundle's signed manifest bytes) and/or the have-list it was made from (the
+    sha256 of that file), and every digest it does not carry. A bundle made against
+    neither is not a delta and has no such record."""
+
+    needs: list[NeedRecord]
+    base: str | None = None
+    have_list: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {}
+        if self.base:
+            document["base"] = self.base
+        if self.have_list:
+            document["haveList"] = self.have_list
+        document["needs"] = [_camel(asdict(need)) for need in self.needs]
+        return document
+
+    @classmethod
+    def from_fields(cls, item: Fields) -> DeltaRecord:
+        for key in item.names():
+            if key not in ("base", "haveList", "needs"):
+                raise JSONShapeError(f"{item.where}: unknown key {key[:60]!r}")
+        return cls(
+            needs=[_record(NeedRecord, need) for need in item.objects("needs")],
+            base=item.optional_text("base"),
+            have_list=item.optional_text("haveList"),
+        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +128,7 @@ class BundleManifest:
     files: list[FileRecord]
     format_version: int = FORMAT_VERSION
     contents: list[ContentRecord] = field(default_factory=list)
+    delta: DeltaRecord | None = None  # set for a delta bundle (``collect --base/--have``)
 
     def to_bytes(self) -> bytes:
         """Deterministic JSON: the exact bytes that get signed."""
@@ -91,11 +137,13 @@ class BundleManifest:
             "created": self.created,
             "tool": {"name": "airgap", "version": self.tool_version},
             "providers": [_camel(asdict(p)) for p in self.providers],
-            "images": [_camel(asdict(i)) for i in self.images],
+            "images": [_image_json(i) for i in self.images],
             "files": [asdict(f) for f in self.files],
         }
         if self.contents:  # absent otherwise: a providers-only bundle reads as before
             document["contents"] = [_camel(asdict(c)) for c in self.contents]
+        if self.delta is not None:  # absent otherwise: a whole bundle reads as before
+            document["delta"] = self.delta.to_json()
         return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
 
     @classmethod
@@ -120,6 +168,7 @@ class BundleManifest:
                 images=[_record(ImageRecord, i) for i in document.objects("images")],
                 files=[_record(FileRecord, f) for f in document.objects("files")],
                 contents=[_record(ContentRecord, c) for c in document.objects("contents")],
+                delta=_optional_delta(document.optional_obj("delta")),
             )
         except JSONShapeError as exc:
             raise BundleError(f"malformed bundle manifest: {exc}") from None
@@ -127,6 +176,22 @@ class BundleManifest:
     @property
     def total_size(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def needs(self) -> list[NeedRecord]:
+        """What a delta bundle relies on without carrying (empty for a whole bundle)."""
+        return self.delta.needs if self.delta is not None else []
+
+
+def _image_json(image: ImageRecord) -> dict[str, Any]:
+    document = _camel(asdict(image))
+    if not image.needs:  # only delta bundles have the key: whole bundles read as before
+        document.pop("needs", None)
+    return document
+
+
+def _optional_delta(item: Fields | None) -> DeltaRecord | None:
+    return DeltaRecord.from_fields(item) if item is not None else None
 
 
 def _camel(data: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +209,7 @@ def _camel_key(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord, ContentRecord)
+_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord, ContentRecord, NeedRecord)
 # How each field type a record declares is read (annotations are strings here).
 _READERS: dict[str, Callable[[Fields, str], Any]] = {
     "str": Fields.text,

@@ -45,6 +45,7 @@ class _Layout:
     present: Mapping[str, int]
     listed: set[str] = field(default_factory=set)
     parsed: dict[str, Manifest | str] = field(default_factory=dict)  # digest -> manifest/error
+    needs: dict[str, int] = field(default_factory=dict)  # a delta's needs: digest -> size
 
     def absent(self, member: str) -> str:
         """Why a member is not among the verified ones."""
@@ -60,6 +61,7 @@ def check_layout(
     manifest's digest; every manifest and index reachable from index.json parses and
     every blob it references is present with the size its descriptor says."""
     layout = _Layout(manifest, read, present, {f.path for f in manifest.files})
+    layout.needs = {need.digest: need.size for need in manifest.needs}
     failures = _check_oci_layout(layout)
     entries = _index_entries(layout)
     if isinstance(entries, Failure):
@@ -142,7 +144,7 @@ def _check_image(image: ImageRecord, entry: Descriptor | None, layout: _Layout) 
                 "collect it again to keep the pinned index whole",
             )
         ]
-    failures = _walk(image.reference, entry, layout, set())
+    failures = _walk(image.reference, entry, layout, set(), frozenset(image.needs))
     if not failures and image.media_type in INDEX_TYPES:
         failures.extend(_check_platforms(image, layout))
     return failures
@@ -199,26 +201,51 @@ def _parse(descriptor: Descriptor, layout: _Layout) -> Manifest | str:
 
 
 def _walk(
-    reference: str, descriptor: Descriptor, layout: _Layout, visited: set[str]
+    reference: str,
+    descriptor: Descriptor,
+    layout: _Layout,
+    visited: set[str],
+    relied: frozenset[str] = frozenset(),
 ) -> list[Failure]:
-    """Parse a manifest and check that every blob it needs is present and verified."""
+    """Parse a manifest and check that every blob it needs is present and verified,
+    or (a delta) one of the image's needs, which the bundle does not carry."""
     if descriptor.digest in visited:
         return []
     visited.add(descriptor.digest)
+    if descriptor.digest in relied:
+        return _relied_problem(reference, descriptor, layout)
     parsed = _parse(descriptor, layout)
     if isinstance(parsed, str):
         return [Failure("image", reference, parsed)]
     failures: list[Failure] = []
     for child in parsed.children():
-        failures.extend(_walk(reference, child, layout, visited))
+        failures.extend(_walk(reference, child, layout, visited, relied))
     for blob in parsed.blobs():
         if blob.digest in visited:
             continue
         visited.add(blob.digest)
+        if blob.digest in relied:
+            failures.extend(_relied_problem(reference, blob, layout))
+            continue
         problem = _blob_problem(blob, layout)
         if problem:
             failures.append(Failure("image", reference, problem))
     return failures
+
+
+def _relied_problem(reference: str, descriptor: Descriptor, layout: _Layout) -> list[Failure]:
+    """A piece a delta relies on: listed in its needs with the descriptor's size (the
+    delta check refuses one that is carried as well)."""
+    size = layout.needs.get(descriptor.digest)
+    if size is None or size == descriptor.size:
+        return []  # not in delta.needs: check_delta names it
+    return [
+        Failure(
+            "image",
+            reference,
+            f"relies on {descriptor.digest} of {descriptor.size} bytes, delta.needs says {size}",
+        )
+    ]
 
 
 def _blob_problem(blob: Descriptor, layout: _Layout, kind: str = "blob") -> str | None:
