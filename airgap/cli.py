@@ -206,6 +206,25 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Bundle file to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing bundle file.")
+@click.option(
+    "--base",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A bundle (or its airgap-bundle.json) already imported on the far side: write a "
+    "delta carrying only the manifests and blobs it does not hold.",
+)
+@click.option(
+    "--base-key",
+    "base_keys",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Public key the base must be signed with (repeatable; default: not checked).",
+)
+@click.option(
+    "--have",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A have-list (airgap status --export-have) of what the far side's registry "
+    "holds: write a delta carrying only the rest.",
+)
 @authfile_option
 @format_option("The summary on stdout; json: inspect --format json's keys, bundle and duration.")
 @debug_option
@@ -222,15 +241,23 @@ def collect(
     sign_key: Path,
     output: Path,
     force: bool,
+    base: Path | None,
+    base_keys: tuple[Path, ...],
+    have: Path | None,
     authfile: Path | None,
     fmt: str,
     concurrency: int,
     quiet: bool,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
+    from airgap.collect.base import load_holdings
     from airgap.collect.collector import collect as run_collect
     from airgap.verify.report import inventory_json
 
+    if base_keys and base is None:
+        raise InputError("--base-key needs --base")
+    keys = [load_public_key(path) for path in base_keys] if base_keys else None
+    holdings = load_holdings(base, keys, have)
     with Progress.for_terminal(quiet) as progress:
         result = run_collect(
             spec,
@@ -239,6 +266,7 @@ def collect(
             concurrency=concurrency,
             progress=progress,
             overwrite=force,
+            holdings=holdings,
             authfile=authfile,
         )
     manifest = result.manifest
@@ -250,9 +278,15 @@ def collect(
         }
         click.echo(json.dumps(document, indent=2))
     elif not quiet:
+        delta = ""
+        if manifest.delta is not None:
+            delta = (
+                f" (a delta: relies on {len(manifest.needs)} manifests and blobs, "
+                f"{human_size(result.skipped_bytes)}, the far side holds)"
+            )
         click.echo(
             f"wrote {result.output}: {len(manifest.providers)} providers, "
-            f"{len(manifest.images)} images, {human_size(manifest.total_size)} "
+            f"{len(manifest.images)} images, {human_size(manifest.total_size)}{delta} "
             f"in {result.seconds:.1f}s"
         )
     return 0

@@ -63,6 +63,8 @@ MAX_SPEC_BYTES = 4 * MiB
 MAX_POLICY_BYTES = 1 * MiB
 # A --variables file: NAME: value pairs (a whole clusterctl.yaml is a few KiB).
 MAX_VARIABLES_BYTES = 1 * MiB
+# A have-list (collect --have): ~75 bytes a digest, room for ~200,000 of them.
+MAX_HAVE_LIST_BYTES = 16 * MiB
 
 # -- structure -----------------------------------------------------------------------------
 # Nesting depth of JSON and YAML documents. Real manifests, API answers, specs, policies

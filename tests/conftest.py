@@ -182,6 +182,7 @@ def token_images(corpus_layout: OciLayout, token_registry: RegistryServer) -> di
 
 
 from tests.harness.bundle_fixtures import capi_bundle, signing_key  # noqa: E402,F401
+from tests.harness.delta_fixtures import delta_bundles  # noqa: E402,F401
 from tests.harness.management_fixtures import (  # noqa: E402,F401
     management_bundle,
     management_images,

@@ -25,12 +25,15 @@ from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
     ContentRecord,
+    DeltaRecord,
     FileRecord,
     ImageRecord,
+    NeedRecord,
     ProviderRecord,
     blob_member,
 )
 from airgap.bundle.writer import PlannedMember, TarPlan
+from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
@@ -53,6 +56,7 @@ class CollectResult:
     output: Path
     manifest: BundleManifest
     seconds: float
+    skipped_bytes: int = 0  # a delta: the bytes of what it relies on instead of carrying
 
 
 def created_timestamp() -> datetime:
@@ -71,6 +75,7 @@ def collect(
     concurrency: int = 8,
     progress: Progress = QUIET,
     overwrite: bool = False,
+    holdings: Holdings | None = None,
     authfile: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
@@ -93,14 +98,16 @@ def collect(
             )
             images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
-            members = _members(providers, contents, images, staging)
+            relied = _relied(images, holdings)
+            members = _members(providers, contents, images, staging, relied)
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
                 providers=[_provider_record(p, staging) for p in providers],
-                images=[_image_record(i) for i in images],
+                images=[_image_record(i, relied) for i in images],
                 files=[_file_record(m) for m in members],
                 contents=[_content_record(c, staging) for c in contents],
+                delta=_delta_record(images, relied, holdings),
             )
             data = manifest.to_bytes()
             _refuse_what_verify_would(data, members)
@@ -112,7 +119,8 @@ def collect(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         interrupt.untrack(staging)
-    return CollectResult(output, manifest, time.monotonic() - started)
+    skipped = sum(need.size for need in manifest.needs)
+    return CollectResult(output, manifest, time.monotonic() - started, skipped)
 
 
 def check_output(output: Path, *, overwrite: bool) -> None:
@@ -234,7 +242,7 @@ def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
     )
 
 
-def _image_record(image: ResolvedImage) -> ImageRecord:
+def _image_record(image: ResolvedImage, relied: set[str]) -> ImageRecord:
     return ImageRecord(
         reference=str(image.reference),
         digest=image.top.digest,
@@ -243,7 +251,40 @@ def _image_record(image: ResolvedImage) -> ImageRecord:
         size=image.size,
         source_digest=image.source_digest,
         kept_whole=image.kept_whole,
+        needs=sorted(digest for digest in _pieces(image) if digest in relied),
     )
+
+
+def _pieces(image: ResolvedImage) -> dict[str, tuple[int, str]]:
+    """Every manifest and blob of an image: digest -> (size, media type)."""
+    found = {blob.digest: (blob.size, blob.media_type) for blob in image.blobs()}
+    found.update({m.digest: (m.size, m.media_type) for m in image.manifests})
+    return found
+
+
+def _relied(images: list[ResolvedImage], holdings: Holdings | None) -> set[str]:
+    """What a delta leaves out: the manifests and blobs the far side holds under the
+    source repository of an image that uses them (``collect.base``), where import will
+    look for them. Nothing without ``--base``/``--have``."""
+    if holdings is None:
+        return set()
+    relied: set[str] = set()
+    for image in images:
+        relied |= _pieces(image).keys() & holdings.held_for(image.reference.name)
+    return relied
+
+
+def _delta_record(
+    images: list[ResolvedImage], relied: set[str], holdings: Holdings | None
+) -> DeltaRecord | None:
+    """The base and have-list a delta was made against and every digest it relies on."""
+    if holdings is None:
+        return None
+    pieces: dict[str, tuple[int, str]] = {}
+    for image in images:
+        pieces.update(_pieces(image))
+    needs = [NeedRecord(d, *pieces[d]) for d in sorted(relied)]
+    return DeltaRecord(needs, base=holdings.base, have_list=holdings.have_list)
 
 
 def _members(
@@ -251,10 +292,12 @@ def _members(
     contents: list[FetchedContent],
     images: list[ResolvedImage],
     staging: Path,
+    relied: set[str],
 ) -> list[PlannedMember]:
     """Every member but the manifest and signature, in tar order: provider files,
     content files, the layout's metadata, then blobs by digest (in memory, or left to
-    be downloaded)."""
+    be downloaded), but for those a delta relies on. ``index.json`` names every image,
+    carried or not."""
     paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
     paths += [path for content in contents for path in content.files]
     members = [PlannedMember(_relative(p, staging), p.stat().st_size, path=p) for p in paths]
@@ -267,7 +310,7 @@ def _members(
         inline.update(image.inline_blobs())
         sizes.update({b.digest: b.size for b in image.blobs()})
     sizes.update({digest: len(data) for digest, data in inline.items()})
-    for digest in sorted(sizes):
+    for digest in sorted(sizes.keys() - relied):
         members.append(PlannedMember(blob_member(digest), sizes[digest], data=inline.get(digest)))
     return members
 

@@ -49,10 +49,7 @@ _TOP_KEYS = (
     "certManager",
     "operator",
     "templates",
-    "manifests",
 )
-_MANIFEST_KEYS = ("name", "url")
-MAX_ADDON_NAME = 57  # the Cluster label airgap.io/addon-NAME: its name part <= 63
 _CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile")
 _REGISTRY_KEYS = ("mirror", "caFile", "plainHTTP", "skipTLSVerify")
@@ -79,13 +76,11 @@ class BundleSpec:
     cert_manager: ContentSpec | None = None
     operator: ContentSpec | None = None
     templates: bool = True  # each infrastructure provider version's cluster templates
-    manifests: tuple[ContentSpec, ...] = ()  # addon manifests for workload clusters
 
     @property
     def contents(self) -> tuple[ContentSpec, ...]:
         """The content entries besides providers, in install order."""
-        first = tuple(c for c in (self.cert_manager, self.operator) if c is not None)
-        return first + self.manifests
+        return tuple(c for c in (self.cert_manager, self.operator) if c is not None)
 
 
 def load_spec(path: Path) -> BundleSpec:
@@ -124,12 +119,9 @@ class _SpecReader:
         images = self.images(top.get("images"))
         cert_manager = self.content(top.get("certManager"), ContentKind.CERT_MANAGER)
         operator = self.content(top.get("operator"), ContentKind.OPERATOR)
-        manifests = self.manifests(top.get("manifests"))
-        if not (providers or images or cert_manager or operator or manifests):
+        if not (providers or images or cert_manager or operator):
             raise self.error(
-                root,
-                "",
-                "nothing to collect: list providers, images, certManager, operator or manifests",
+                root, "", "nothing to collect: list providers, images, certManager or operator"
             )
         templates = top.get("templates")
         return BundleSpec(
@@ -140,7 +132,6 @@ class _SpecReader:
             cert_manager=cert_manager,
             operator=operator,
             templates=True if templates is None else self.boolean(top, "", "templates"),
-            manifests=manifests,
         )
 
     # --- sections -------------------------------------------------------------------
@@ -209,36 +200,6 @@ class _SpecReader:
             )
         url = self.optional_string(keys, where, "url", _check_url)
         return ContentSpec(kind, version, url)
-
-    def manifests(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:
-        """``manifests: [{name, url}]``: addon manifests, one file each, names unique
-        (each becomes ``addons/NAME`` and a ClusterResourceSet)."""
-        if entry is None or _is_null(entry[1]):
-            return ()
-        result: list[ContentSpec] = []
-        first_at: dict[str, int] = {}
-        for index, node in enumerate(self.sequence(entry[1], "manifests")):
-            where = f"manifests[{index}]"
-            keys = self.mapping(node, where, _MANIFEST_KEYS)
-            name = self.required_string(node, keys, where, "name")
-            problem = provider_name_problem(name)  # the rule verify applies to records
-            if not problem and len(name) > MAX_ADDON_NAME:
-                problem = f"name {name!r} is longer than {MAX_ADDON_NAME} (a label's limit)"
-            if problem:
-                raise self.error(keys["name"][1], f"{where}.name", problem)
-            if name in first_at:
-                raise self.error(
-                    keys["name"][1],
-                    f"{where}.name",
-                    f"duplicate manifest name {name!r} (already at manifests[{first_at[name]}])",
-                )
-            first_at[name] = index
-            url = self.required_string(node, keys, where, "url")
-            url_problem = _check_url(url)
-            if url_problem:
-                raise self.error(keys["url"][1], f"{where}.url", url_problem)
-            result.append(ContentSpec(ContentKind.MANIFESTS, LATEST, url, name))
-        return tuple(result)
 
     def images(self, entry: tuple[Node, Node] | None) -> tuple[str, ...]:
         if entry is None or _is_null(entry[1]):

@@ -13,9 +13,7 @@ From the rewritten content (``mirror.contents``):
   steps (cert-manager's webhook, the operator's CRDs and webhook), the waits derived
   from the manifests themselves;
 - ``operator/helm/``: the operator's chart package as released and a values file that
-  points its image at the mirror, for those who install the operator with Helm;
-- ``addons/``: each addon manifest as ConfigMaps and a ClusterResourceSet for workload
-  clusters (``configmaps.addons``).
+  points its image at the mirror, for those who install the operator with Helm.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ from typing import Any
 
 import yaml
 
-from airgap.configmaps.addons import addon_files, addons_index
 from airgap.configmaps.emit import dump
 from airgap.content.kinds import CERT_MANAGER_FILE, OPERATOR_FILE, ContentKind, is_chart
 from airgap.mirror.contents import RewrittenContent
@@ -71,13 +68,8 @@ def content_outputs(contents: Iterable[RewrittenContent], location: Path) -> Con
     """``location`` is where the output tree will be read from (``--output-location``,
     default ``--output-dir``): clusterctl needs absolute ``file://`` URLs."""
     outputs = ContentOutputs()
-    addons: list[str] = []
     for content in contents:
         _EMITTERS[content.kind](content, outputs, location.absolute() / "clusterctl")
-        if content.kind is ContentKind.MANIFESTS:
-            addons.append(content.record.name)
-    if addons:
-        outputs.files.update(addons_index(addons))
     return outputs
 
 
@@ -129,17 +121,10 @@ def _templates(content: RewrittenContent, out: ContentOutputs, base: Path) -> No
         out.files[f"clusterctl/{record.name}/{record.version}/{name}"] = data
 
 
-def _addons(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
-    record = content.record
-    for data in content.files.values():  # one manifest per record: NAME.yaml
-        out.files.update(addon_files(record.name, record.version, data.decode()))
-
-
 _EMITTERS = {
     ContentKind.CERT_MANAGER: _cert_manager,
     ContentKind.OPERATOR: _operator,
     ContentKind.TEMPLATES: _templates,
-    ContentKind.MANIFESTS: _addons,
 }
 
 

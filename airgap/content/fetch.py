@@ -8,8 +8,6 @@ beside each other in the bundle's layout, and discover the images each one runs.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +15,7 @@ from pathlib import Path
 import httpx
 
 from airgap.content.chart import read_chart
-from airgap.content.kinds import ADDONS_DIR, ContentKind, ContentSpec, is_chart, is_manifest
-from airgap.content.urlfile import URLFileSource
+from airgap.content.kinds import ContentKind, ContentSpec, is_chart, is_manifest
 from airgap.errors import AirgapError, InputError, NotFoundError
 from airgap.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.components import lenient_images, parse_components
@@ -50,10 +47,7 @@ class FetchedContent:
 
 
 def request_for(spec: ContentSpec, client: httpx.Client) -> ContentRequest:
-    """The request a spec entry makes (cert-manager, the operator, addon manifests)."""
-    if spec.kind is ContentKind.MANIFESTS:
-        assert spec.name is not None and spec.url is not None, "the spec reader checked"
-        return ContentRequest(spec.kind, spec.name, spec.version, URLFileSource(spec.url, client))
+    """The request a spec entry makes (cert-manager, the operator)."""
     source = source_for(spec.source_url, client)
     name = spec.kind.fixed_name
     assert name is not None
@@ -73,8 +67,6 @@ def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | 
     """Download ``request``'s files into ``dest_root/DIRECTORY/``; None when the kind
     takes nothing from this release (a provider release without templates)."""
     kind, source = request.kind, request.source
-    if kind is ContentKind.MANIFESTS:
-        return _fetch_addon(request, dest_root)
     version = source.resolve_version(request.version)
     who = f"{kind.title} {version} from {source.url}"
     names = _select(kind, version, source, who)
@@ -95,29 +87,6 @@ def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | 
         return None
     images, unresolved = discover(kind, files, who)
     return FetchedContent(kind, request.name, version, source.url, files, images, unresolved)
-
-
-def _fetch_addon(request: ContentRequest, dest_root: Path) -> FetchedContent:
-    """One addon manifest: downloaded first, then filed under the version its bytes
-    decide (``sha256-`` and 16 hex digits), as ``NAME.yaml``."""
-    name, source = request.name, request.source
-    staging = (dest_root / ADDONS_DIR / f".{name}.download").absolute()
-    partial = staging / f"{name}.yaml"
-    try:
-        source.fetch(request.version, partial.name, partial)
-        digest = hashlib.sha256()
-        with partial.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-        version = f"sha256-{digest.hexdigest()[:16]}"
-        path = (dest_root / request.kind.directory(name, version) / partial.name).absolute()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial.replace(path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    who = f"manifest {name} from {source.url}"
-    images, unresolved = discover(request.kind, [path], who)
-    return FetchedContent(request.kind, name, version, source.url, [path], images, unresolved)
 
 
 def _select(

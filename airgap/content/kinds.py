@@ -13,12 +13,6 @@ its files come from, which files it takes and where they live in the bundle.
 Files are told apart by name: ``*.yaml`` files are manifests (images discovered and
 rewritten line by line, like components), ``*.tgz`` files are Helm chart packages
 (images read from ``values.yaml``; the package travels byte for byte).
-
-Addon manifests (``manifests:`` in the spec) are content too: one file fetched from any
-URL, named ``NAME.yaml`` under ``addons/NAME/VERSION`` where VERSION is ``sha256-`` and
-the first 16 hex digits of the file's digest (a URL has no release version, and two
-bundles of different bytes must not claim the same one). Import turns each into a
-ClusterResourceSet for workload clusters (``configmaps.addons``).
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ from airgap.names import file_name_problem, provider_name_problem
 
 CONTENT_DIR = "content"
 PROVIDERS_DIR = "providers"  # templates live beside their provider's components
-ADDONS_DIR = "addons"  # addon manifests, one directory per entry name
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 CHART_SUFFIX = ".tgz"
 
@@ -53,7 +46,6 @@ class ContentKind(enum.Enum):
     CERT_MANAGER = "certManager"
     OPERATOR = "operator"
     TEMPLATES = "templates"
-    MANIFESTS = "manifests"
 
     @property
     def title(self) -> str:
@@ -79,15 +71,13 @@ class ContentKind(enum.Enum):
     @property
     def unique(self) -> bool:
         """At most one record of this kind per bundle (one cert-manager, one operator)."""
-        return self not in (ContentKind.TEMPLATES, ContentKind.MANIFESTS)
+        return self is not ContentKind.TEMPLATES
 
     def directory(self, name: str, version: str) -> str:
         """The bundle directory of a record. Templates sit beside their provider's
         components, so the bundle's ``providers/`` is a clusterctl repository with its
         flavors; cert-manager and the operator under ``content/NAME/VERSION``."""
-        top = {ContentKind.TEMPLATES: PROVIDERS_DIR, ContentKind.MANIFESTS: ADDONS_DIR}.get(
-            self, CONTENT_DIR
-        )
+        top = PROVIDERS_DIR if self is ContentKind.TEMPLATES else CONTENT_DIR
         return f"{top}/{name}/{version}"
 
     def required_files(self, version: str) -> list[str]:
@@ -120,8 +110,6 @@ class ContentKind(enum.Enum):
         allowed = self.required_files(version) + self.optional_files(version)
         if self is ContentKind.TEMPLATES:
             return None if is_template_file(name) else f"{name!r} is not a cluster template"
-        if self is ContentKind.MANIFESTS:
-            return None if is_manifest(name) else f"{name!r} is not a YAML manifest"
         if name not in allowed:
             return f"{name!r} is not a file of {self.title} (expected {', '.join(allowed)})"
         return None
@@ -131,7 +119,6 @@ _TITLES = {
     ContentKind.CERT_MANAGER: "cert-manager",
     ContentKind.OPERATOR: "the Cluster API operator",
     ContentKind.TEMPLATES: "cluster templates",
-    ContentKind.MANIFESTS: "addon manifests",
 }
 
 
@@ -169,13 +156,11 @@ def name_problem(kind: ContentKind, name: str) -> str | None:
 @dataclass(frozen=True)
 class ContentSpec:
     """One content entry of a spec: a kind, a version (or ``latest``) and an optional
-    release URL (any source a provider URL may be). Addon manifests have a ``name`` (the
-    spec's) and a ``url`` to the one file; their version is decided by its bytes."""
+    release URL (any source a provider URL may be)."""
 
     kind: ContentKind
     version: str
     url: str | None = None
-    name: str | None = None
 
     @property
     def source_url(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,9 @@ from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
 from airgap.mirror.status import (
+    ABSENT,
     Condition,
+    ImageState,
     Status,
     conditions_from,
     import_conditions,
@@ -32,6 +35,8 @@ from airgap.mirror.status import (
     versions,
 )
 from airgap.mirror.status import now as status_now
+from airgap.mirror.supply import Supply, describe_missing, locate, read_manifests
+from airgap.oci import Manifest
 from airgap.progress import QUIET, Progress
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
@@ -169,7 +174,8 @@ def run_import(
         return ImportResult(bundle, mappings, None, time.monotonic() - started)
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
-    trees = image_trees(bundle, manifest, mappings)
+    # a delta's trees are whole only once what it relies on is read from the target
+    trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
 
     missing: dict[str, list[str]] = {}
 
@@ -194,12 +200,21 @@ def run_import(
     with options.pool() as pool:
         registry = pool.registry(options.target.host)
         index = BlobIndex.load(options.target.host)  # where earlier imports left blobs
+        supply = None
+        if manifest.delta is not None:  # before anything is pushed: is the base there?
+            supply = delta_supply(registry, manifest, mappings, index, options.concurrency)
+            if not supply.complete:
+                raise AirgapError(
+                    describe_missing(supply, manifest, str(bundle_path), str(options.target))
+                )
+            trees = image_trees(bundle, manifest, mappings, supply.manifests)
         pusher = Pusher(
             registry,
             bundle,
             concurrency=options.concurrency,
             progress=progress,
             blob_index=index,
+            relied=supply.holders if supply is not None else None,
         )
         try:
             stats = pusher.push(trees)
@@ -238,10 +253,16 @@ def run_import(
 
 
 def image_trees(
-    bundle: VerifiedBundle, manifest: BundleManifest, mappings: list[Mapping]
+    bundle: VerifiedBundle,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    relied: AnyMapping[str, Manifest] | None = None,
+    *,
+    only: set[str] | None = None,
 ) -> list[ImageTree]:
-    """Every image of the bundle as it is pushed: its manifests, blobs and target, and
-    whether its tag is pushed (``mapping.tag_owners``)."""
+    """Every image of the bundle (or those ``only`` names) as it is pushed: its
+    manifests, blobs and target, and whether its tag is pushed (``mapping.tag_owners``);
+    a delta's manifests it does not carry come from ``relied`` (``mirror.supply``)."""
     by_reference = {str(m.source): m for m in mappings}
     owners = tag_owners(mappings)
     return [
@@ -251,10 +272,28 @@ def image_trees(
             image.digest,
             image.media_type,
             push_tag=mapping.source in owners,
+            relied=relied,
         )
         for image in manifest.images
+        if only is None or image.reference in only
         for mapping in (by_reference[image.reference],)
     ]
+
+
+def delta_supply(
+    registry: Registry,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    index: BlobIndex | None,
+    concurrency: int,
+) -> Supply:
+    """Where the target holds what a delta relies on (HEAD only), and, when it holds
+    all of it, the manifests the delta does not carry, read from there."""
+    with phases.timed("import/delta"):
+        supply = locate(registry, manifest, mappings, index, concurrency=concurrency)
+        if not supply.complete:
+            return supply
+        return read_manifests(registry, manifest, supply, concurrency=concurrency)
 
 
 def check_closure(
@@ -287,15 +326,45 @@ def run_status(
     as ClusterOperator-style conditions."""
     bundle, mappings = verified_mappings(bundle_path, keys, options)
     manifest = bundle.require_verified()
-    trees = image_trees(bundle, manifest, mappings)
+    trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
     when = status_now()
+    lacking: list[ImageState] = []
     try:
         with options.pool() as pool:
             registry = pool.registry(options.target.host)
-            states = probe(registry, trees, concurrency=options.concurrency)
+            if manifest.delta is not None:
+                trees, lacking = _delta_status(registry, bundle, manifest, mappings, options)
+            states = probe(registry, trees, concurrency=options.concurrency) + lacking
     except AirgapError as exc:
         return Status(unknown(exc, when), versions(manifest))
     return Status(conditions_from(states, when), versions(manifest), states)
+
+
+def _delta_status(
+    registry: Registry,
+    bundle: VerifiedBundle,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    options: ImportOptions,
+) -> tuple[list[ImageTree], list[ImageState]]:
+    """A delta's images against the target: those whose needs the target holds are
+    probed as whole trees; the others are absent (their base is not there)."""
+    supply = locate(registry, manifest, mappings, None, concurrency=options.concurrency)
+    supply = read_manifests(registry, manifest, supply, concurrency=options.concurrency)
+    targets = {str(m.source): str(m.target) for m in mappings}
+    whole = {image.reference for image in manifest.images} - supply.missing.keys()
+    trees = image_trees(bundle, manifest, mappings, supply.manifests, only=whole)
+    lacking = [
+        ImageState(
+            reference,
+            targets[reference],
+            ABSENT,
+            f"relies on {len(digests)} manifests and blobs the registry lacks "
+            "(a delta: import its base first)",
+        )
+        for reference, digests in supply.missing.items()
+    ]
+    return trees, lacking
 
 
 def read_ca(ca_file: str | None) -> bytes | None:
