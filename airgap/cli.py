@@ -620,6 +620,12 @@ def import_(
     show_default=True,
     help="Conditions as a table or as JSON.",
 )
+@click.option(
+    "--export-have",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a have-list of the digests the registry holds of the bundle's "
+    "images, for collect --have on the connected side (small, unsigned).",
+)
 def status(
     bundle: Path,
     keys: tuple[Path, ...],
@@ -635,11 +641,12 @@ def status(
     cert_dir: Path | None,
     concurrency: int,
     fmt: str,
+    export_have: Path | None,
 ) -> int:
     """Available, Progressing and Degraded: whether REGISTRY holds every image of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
     when Available and not Degraded, 1 otherwise."""
-    from airgap.mirror.importer import ImportOptions, run_status
+    from airgap.mirror.importer import ImportOptions, status_and_have
     from airgap.mirror.mapping import Target
     from airgap.mirror.status import status_text
 
@@ -655,7 +662,13 @@ def status(
         authfile=authfile,
         cert_dir=cert_dir,
     )
-    result = run_status(bundle, trusted, options)
+    result, listed = status_and_have(bundle, trusted, options, export_have)
+    if export_have is not None and listed is not None:
+        click.echo(
+            f"airgap: wrote {export_have}: {listed.digests} digests of "
+            f"{len(listed.repositories)} repositories",
+            err=True,
+        )
     if fmt == "json":
         document = {"bundle": str(bundle), "registry": str(options.target), **result.to_json()}
         click.echo(json.dumps(document, indent=2))

@@ -122,9 +122,7 @@ class PacedStream(httpcore.NetworkStream):
         budget = self._window.budget()
         started = time.monotonic()
         try:
-            # a view: httpcore's send loop slices what is left after each partial send,
-            # and slicing bytes copies the rest of a 1 MiB chunk every time
-            self._inner.write(memoryview(buffer), self._wait(timeout, budget))  # type: ignore[arg-type]
+            self._inner.write(buffer, self._wait(timeout, budget))
         except httpcore.WriteTimeout:
             raise httpcore.WriteTimeout(self._timeout_message(budget)) from None
         if self._window.account(len(buffer), time.monotonic() - started):

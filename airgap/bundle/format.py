@@ -37,22 +37,6 @@ class FileRecord:
 
 
 @dataclass(frozen=True)
-class ProviderImageRecord:
-    """Where an image-based provider came from: the image its manifests were read from
-    (``/capi-operator-manifests/PROFILE/``, by digest, carried in the bundle), the
-    profiles read, and what their metadata.yaml said (the first profile's)."""
-
-    reference: str  # registry/repository@sha256:...
-    profiles: list[str]
-    name: str  # metadata.yaml name, e.g. cluster-api-provider-aws
-    install_order: int
-    attribute_type: str | None = None
-    attribute_version: str | None = None
-    ocp_platform: str | None = None
-    self_image_ref: str | None = None
-
-
-@dataclass(frozen=True)
 class ProviderRecord:
     name: str
     type: str  # the operator kind: CoreProvider, InfrastructureProvider, ...
@@ -63,7 +47,6 @@ class ProviderRecord:
     metadata: str  # bundle path of metadata.yaml
     components: str  # bundle path of the components file
     images: list[str] = field(default_factory=list)
-    image: ProviderImageRecord | None = None  # set when read from a provider image
 
 
 @dataclass(frozen=True)
@@ -217,9 +200,7 @@ def _camel(data: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         head, *rest = key.split("_")
-        out[head + "".join(part.title() for part in rest)] = (
-            _camel(value) if isinstance(value, dict) else value  # a nested record
-        )
+        out[head + "".join(part.title() for part in rest)] = value
     return out
 
 
@@ -228,15 +209,7 @@ def _camel_key(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-_Record = TypeVar(
-    "_Record",
-    FileRecord,
-    ProviderRecord,
-    ImageRecord,
-    ContentRecord,
-    ProviderImageRecord,
-    NeedRecord,
-)
+_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord, ContentRecord, NeedRecord)
 # How each field type a record declares is read (annotations are strings here).
 _READERS: dict[str, Callable[[Fields, str], Any]] = {
     "str": Fields.text,

@@ -88,20 +88,10 @@ class BundleSource:
     # -- reading -------------------------------------------------------------------------
 
     def pread(self, length: int, offset: int) -> bytes:
-        """Up to ``length`` bytes at ``offset`` (fewer only at the end of the bundle).
-
-        ``os.pread`` reads straight into the bytes handed out: no zeroed buffer and no
-        copy out of it, which every 1 MiB chunk of a pushed blob would otherwise pay
-        (import's CPU per byte is what the registry loses on a small machine)."""
-        pieces: list[bytes] = []
-        for fd, position, size in self.spans(offset, length):
-            while size:
-                data = os.pread(fd, size, position)
-                if not data:
-                    return b"".join(pieces)
-                pieces.append(data)
-                position, size = position + len(data), size - len(data)
-        return b"".join(pieces)  # one piece: that very object, no copy
+        """Up to ``length`` bytes at ``offset`` (fewer only at the end of the bundle)."""
+        buffer = bytearray(max(0, min(length, self.size - offset)))
+        got = self.readinto(memoryview(buffer), offset)
+        return bytes(buffer[:got])
 
     def readinto(self, buffer: memoryview, offset: int) -> int:
         """Fill ``buffer`` from ``offset``, crossing parts; the count read (short only at

@@ -25,13 +25,15 @@ from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
     ContentRecord,
+    DeltaRecord,
     FileRecord,
     ImageRecord,
-    ProviderImageRecord,
+    NeedRecord,
     ProviderRecord,
     blob_member,
 )
 from airgap.bundle.writer import PlannedMember, TarPlan
+from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
@@ -43,7 +45,6 @@ from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describ
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import FetchedProvider, fetch_provider
-from airgap.providers.imagesource import fetch_image_provider
 from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
@@ -55,6 +56,7 @@ class CollectResult:
     output: Path
     manifest: BundleManifest
     seconds: float
+    skipped_bytes: int = 0  # a delta: the bytes of what it relies on instead of carrying
 
 
 def created_timestamp() -> datetime:
@@ -73,6 +75,7 @@ def collect(
     concurrency: int = 8,
     progress: Progress = QUIET,
     overwrite: bool = False,
+    holdings: Holdings | None = None,
     authfile: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
@@ -90,22 +93,21 @@ def collect(
         with RegistryPool(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
         ) as pool:
-            if spec.image_providers:  # read from their images: one more provider source
-                providers += _fetch_image_providers(spec, providers, staging, progress, pool)
-                _check_contracts(providers, spec_path)
             copier = ImageCopier(
                 pool, platforms=spec.platforms, concurrency=concurrency, progress=progress
             )
             images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
-            members = _members(providers, contents, images, staging)
+            relied = _relied(images, holdings)
+            members = _members(providers, contents, images, staging, relied)
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
                 providers=[_provider_record(p, staging) for p in providers],
-                images=[_image_record(i) for i in images],
+                images=[_image_record(i, relied) for i in images],
                 files=[_file_record(m) for m in members],
                 contents=[_content_record(c, staging) for c in contents],
+                delta=_delta_record(images, relied, holdings),
             )
             data = manifest.to_bytes()
             _refuse_what_verify_would(data, members)
@@ -117,7 +119,8 @@ def collect(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         interrupt.untrack(staging)
-    return CollectResult(output, manifest, time.monotonic() - started)
+    skipped = sum(need.size for need in manifest.needs)
+    return CollectResult(output, manifest, time.monotonic() - started, skipped)
 
 
 def check_output(output: Path, *, overwrite: bool) -> None:
@@ -176,31 +179,6 @@ def _fetch_contents(
     return fetched
 
 
-def _fetch_image_providers(
-    spec: BundleSpec,
-    known: list[FetchedProvider],
-    staging: Path,
-    progress: Progress,
-    pool: RegistryPool,
-) -> list[FetchedProvider]:
-    """Providers whose manifests are read from their images (``providers.imagesource``),
-    laid out like a release; one provider version comes from one place only."""
-    seen = {(p.type.kind, p.name, p.version) for p in known}
-    fetched: list[FetchedProvider] = []
-    for entry in spec.image_providers:
-        progress.note(f"reading provider manifests from image {entry.image}")
-        result = fetch_image_provider(entry, staging, pool, spec.platforms)
-        identity = (result.type.kind, result.name, result.version)
-        if identity in seen:
-            raise InputError(
-                f"{entry.where}: provider {result.name} of type {result.type.kind} "
-                f"{result.version} is already in the spec"
-            )
-        seen.add(identity)
-        fetched.append(result)
-    return fetched
-
-
 def _check_contracts(providers: list[FetchedProvider], spec_path: Path) -> None:
     """clusterctl's compatibility rule, on the connected side: a set it would refuse is
     refused here, not after it has crossed the gap (verify applies the same table)."""
@@ -250,23 +228,6 @@ def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord
         metadata=_relative(provider.metadata_path, staging),
         components=_relative(provider.components_path, staging),
         images=[str(parse_reference(image)) for image in provider.images],
-        image=_provider_image_record(provider),
-    )
-
-
-def _provider_image_record(provider: FetchedProvider) -> ProviderImageRecord | None:
-    info = provider.image_source
-    if info is None:
-        return None
-    return ProviderImageRecord(
-        reference=info.reference,
-        profiles=list(info.profiles),
-        name=info.name,
-        install_order=info.install_order,
-        attribute_type=info.attribute_type,
-        attribute_version=info.attribute_version,
-        ocp_platform=info.ocp_platform,
-        self_image_ref=info.self_image_ref,
     )
 
 
@@ -281,7 +242,7 @@ def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
     )
 
 
-def _image_record(image: ResolvedImage) -> ImageRecord:
+def _image_record(image: ResolvedImage, relied: set[str]) -> ImageRecord:
     return ImageRecord(
         reference=str(image.reference),
         digest=image.top.digest,
@@ -290,7 +251,40 @@ def _image_record(image: ResolvedImage) -> ImageRecord:
         size=image.size,
         source_digest=image.source_digest,
         kept_whole=image.kept_whole,
+        needs=sorted(digest for digest in _pieces(image) if digest in relied),
     )
+
+
+def _pieces(image: ResolvedImage) -> dict[str, tuple[int, str]]:
+    """Every manifest and blob of an image: digest -> (size, media type)."""
+    found = {blob.digest: (blob.size, blob.media_type) for blob in image.blobs()}
+    found.update({m.digest: (m.size, m.media_type) for m in image.manifests})
+    return found
+
+
+def _relied(images: list[ResolvedImage], holdings: Holdings | None) -> set[str]:
+    """What a delta leaves out: the manifests and blobs the far side holds under the
+    source repository of an image that uses them (``collect.base``), where import will
+    look for them. Nothing without ``--base``/``--have``."""
+    if holdings is None:
+        return set()
+    relied: set[str] = set()
+    for image in images:
+        relied |= _pieces(image).keys() & holdings.held_for(image.reference.name)
+    return relied
+
+
+def _delta_record(
+    images: list[ResolvedImage], relied: set[str], holdings: Holdings | None
+) -> DeltaRecord | None:
+    """The base and have-list a delta was made against and every digest it relies on."""
+    if holdings is None:
+        return None
+    pieces: dict[str, tuple[int, str]] = {}
+    for image in images:
+        pieces.update(_pieces(image))
+    needs = [NeedRecord(d, *pieces[d]) for d in sorted(relied)]
+    return DeltaRecord(needs, base=holdings.base, have_list=holdings.have_list)
 
 
 def _members(
@@ -298,10 +292,12 @@ def _members(
     contents: list[FetchedContent],
     images: list[ResolvedImage],
     staging: Path,
+    relied: set[str],
 ) -> list[PlannedMember]:
     """Every member but the manifest and signature, in tar order: provider files,
     content files, the layout's metadata, then blobs by digest (in memory, or left to
-    be downloaded)."""
+    be downloaded), but for those a delta relies on. ``index.json`` names every image,
+    carried or not."""
     paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
     paths += [path for content in contents for path in content.files]
     members = [PlannedMember(_relative(p, staging), p.stat().st_size, path=p) for p in paths]
@@ -314,7 +310,7 @@ def _members(
         inline.update(image.inline_blobs())
         sizes.update({b.digest: b.size for b in image.blobs()})
     sizes.update({digest: len(data) for digest, data in inline.items()})
-    for digest in sorted(sizes):
+    for digest in sorted(sizes.keys() - relied):
         members.append(PlannedMember(blob_member(digest), sizes[digest], data=inline.get(digest)))
     return members
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field
@@ -14,12 +15,15 @@ from airgap.bundle.format import BundleManifest
 from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, provider_outputs
 from airgap.configmaps.variables import VariableValues
 from airgap.errors import AirgapError
+from airgap.fsutil import write_atomic
+from airgap.havelist import HaveList
 from airgap.inputfile import read_small
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.closure import Closure, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import rewrite_contents
+from airgap.mirror.have import have_list
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
@@ -324,6 +328,18 @@ def run_status(
 ) -> Status:
     """``airgap status``: every image of the bundle asked of the target (HEAD only),
     as ClusterOperator-style conditions."""
+    return status_and_have(bundle_path, keys, options)[0]
+
+
+def status_and_have(
+    bundle_path: Path,
+    keys: list[Ed25519PublicKey] | None,
+    options: ImportOptions,
+    export_have: Path | None = None,
+) -> tuple[Status, HaveList | None]:
+    """``airgap status``, and with ``export_have`` the have-list of what the target
+    holds of the bundle's images, written there (``mirror.have``). A registry that
+    cannot be asked makes the conditions Unknown, and fails an export."""
     bundle, mappings = verified_mappings(bundle_path, keys, options)
     manifest = bundle.require_verified()
     trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
@@ -335,9 +351,22 @@ def run_status(
             if manifest.delta is not None:
                 trees, lacking = _delta_status(registry, bundle, manifest, mappings, options)
             states = probe(registry, trees, concurrency=options.concurrency) + lacking
+            listed = None
+            if export_have is not None:
+                listed = have_list(
+                    registry,
+                    trees,
+                    created=when,
+                    bundle="sha256:" + hashlib.sha256(bundle.manifest_bytes).hexdigest(),
+                    concurrency=options.concurrency,
+                )
     except AirgapError as exc:
-        return Status(unknown(exc, when), versions(manifest))
-    return Status(conditions_from(states, when), versions(manifest), states)
+        if export_have is not None:
+            raise AirgapError(f"cannot export the have-list to {export_have}: {exc}") from None
+        return Status(unknown(exc, when), versions(manifest)), None
+    if export_have is not None and listed is not None:
+        write_atomic(export_have, listed.to_bytes())
+    return Status(conditions_from(states, when), versions(manifest), states), listed
 
 
 def _delta_status(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airgap.bundle.format import BundleManifest, ImageRecord, ProviderImageRecord
+from airgap.bundle.format import BundleManifest, ImageRecord
 from airgap.textfmt import TABLE_WIDTH, human_size, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
@@ -51,9 +51,12 @@ class Report:
         if not self.ok or manifest is None:
             return f"Bundle NOT verified: {len(self.failures)} failure(s)"
         contents = f"{len(manifest.contents)} content sets, " if manifest.contents else ""
+        delta = ""
+        if manifest.delta is not None:
+            delta = f", a delta relying on {len(manifest.needs)} manifests and blobs"
         return (
             f"Bundle verified: {self._signed()}, {len(manifest.providers)} providers, "
-            f"{contents}{len(manifest.images)} images, {human_size(manifest.total_size)}"
+            f"{contents}{len(manifest.images)} images, {human_size(manifest.total_size)}{delta}"
         )
 
     def text(self, *, wide: bool = False) -> str:
@@ -102,7 +105,6 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "contract": p.contract,
                 "source": p.source,
                 "images": p.images,
-                **({"image": provider_image_json(p.image)} if p.image else {}),
             }
             for p in manifest.providers
         ],
@@ -128,26 +130,63 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
             }
             for i in manifest.images
         ],
+        **({"delta": delta_json(manifest)} if manifest.delta is not None else {}),
     }
 
 
-def provider_image_json(image: ProviderImageRecord) -> dict[str, Any]:
-    """Where an image-based provider's manifests were read, as the manifest records it."""
-    document: dict[str, Any] = {
-        "reference": image.reference,
-        "profiles": image.profiles,
-        "name": image.name,
-        "installOrder": image.install_order,
+def delta_json(manifest: BundleManifest) -> dict[str, Any]:
+    """A delta's base, have-list and every digest it relies on, with the images that
+    need each one (what the target must hold before import pushes anything)."""
+    delta = manifest.delta
+    assert delta is not None
+    users: dict[str, list[str]] = {}
+    for image in manifest.images:
+        for digest in image.needs:
+            users.setdefault(digest, []).append(image.reference)
+    return {
+        "base": delta.base,
+        "haveList": delta.have_list,
+        "needsSize": sum(need.size for need in delta.needs),
+        "needs": [
+            {
+                "digest": need.digest,
+                "mediaType": need.media_type,
+                "size": need.size,
+                "images": users.get(need.digest, []),
+            }
+            for need in delta.needs
+        ],
     }
-    for key, value in (
-        ("type", image.attribute_type),
-        ("version", image.attribute_version),
-        ("ocpPlatform", image.ocp_platform),
-        ("selfImageRef", image.self_image_ref),
-    ):
-        if value is not None:
-            document[key] = value
-    return document
+
+
+def needs_text(manifest: BundleManifest, *, wide: bool = False) -> str:
+    """What a delta relies on, per image, for the terminal ("" for a whole bundle)."""
+    delta = manifest.delta
+    if delta is None:
+        return ""
+    sizes = {need.digest: need.size for need in delta.needs}
+    made = [f"base {delta.base}" if delta.base else "", "a have-list" if delta.have_list else ""]
+    against = " and ".join(part for part in made if part)
+    if not wide and delta.base:
+        against = against.replace(delta.base, short_digest(delta.base))
+    head = (
+        f"Delta of {against}: relies on {len(delta.needs)} manifests and blobs "
+        f"({human_size(sum(sizes.values()))}) it does not carry; the target must hold them"
+    )
+    rows = [
+        [
+            i.reference if wide else _short_reference(i.reference),
+            str(len(i.needs)),
+            human_size(sum(sizes.get(d, 0) for d in i.needs)),
+        ]
+        for i in manifest.images
+        if i.needs
+    ]
+    if not rows:
+        return head
+    width = None if wide else TABLE_WIDTH
+    listing = table(["IMAGE", "RELIES ON", "SIZE"], rows, max_width=width, shrink=((0, 40),))
+    return f"{head}\n\n{listing}"
 
 
 def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
@@ -174,6 +213,9 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
         max_width=width,
         shrink=((0, 40), (2, 24), (0, 16)),
     )
+    needs = needs_text(manifest, wide=wide)
+    if needs:
+        images = f"{images}\n\n{needs}"
     if not manifest.contents:
         return f"{providers}\n\n{images}"
     contents = table(
