@@ -235,6 +235,11 @@ def keygen(private_key: Path, force: bool) -> int:
     type=click.IntRange(1, 64),
     help="Parallel image downloads.",
 )
+@click.option(
+    "--no-signatures",
+    is_flag=True,
+    help="Do not look for (or carry) the images' cosign signatures, attestations and SBOMs.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def collect(
     spec: Path,
@@ -248,6 +253,7 @@ def collect(
     fmt: str,
     concurrency: int,
     quiet: bool,
+    no_signatures: bool,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
     from airgap.collect.base import load_holdings
@@ -268,6 +274,7 @@ def collect(
             overwrite=force,
             holdings=holdings,
             authfile=authfile,
+            signatures=not no_signatures,
         )
     manifest = result.manifest
     if fmt == "json":

@@ -16,6 +16,16 @@ MiB = 1 << 20
 MAX_MANIFEST_BYTES = 4 * MiB
 # An image config, fetched whole to learn its platform.
 MAX_CONFIG_BYTES = 1 * MiB
+# What is attached to one manifest (signatures, attestations, SBOMs): referrers listed
+# by the referrers API (and pages of its answer), and layers of one signature manifest
+# (cosign appends one layer per signature; real ones hold a handful).
+MAX_REFERRERS = 256
+MAX_REFERRER_PAGES = 8
+MAX_SIGNATURE_LAYERS = 256
+# A simple-signing payload (~250 bytes) or a certificate/chain/Rekor bundle annotation.
+MAX_SIGNATURE_PAYLOAD_BYTES = 1 * MiB
+# A PEM file of trust material (Fulcio roots, Rekor keys, cosign public keys).
+MAX_TRUST_FILE_BYTES = 1 * MiB
 
 # -- bundles -----------------------------------------------------------------------------
 # The signed bundle manifest lists every member (~150 bytes each): room for ~400k.

@@ -175,13 +175,45 @@ def config_platform(config: bytes) -> str | None:
     return format_platform(parsed)
 
 
-def filter_index(index: Manifest, wanted: tuple[str, ...]) -> Manifest:
-    """A new index keeping only ``wanted`` platforms (its digest necessarily changes)."""
+# docker buildx puts attestation manifests (SLSA provenance, SBOMs) into the index
+# itself, with platform unknown/unknown and these annotations naming their subject.
+REFERENCE_TYPE_ANNOTATION = "vnd.docker.reference.type"
+REFERENCE_DIGEST_ANNOTATION = "vnd.docker.reference.digest"
+ATTESTATION_MANIFEST = "attestation-manifest"
+
+
+def attestation_subject(entry: Any) -> str | None:
+    """The digest a buildx attestation-manifest entry of an index is about, else None."""
+    if not isinstance(entry, dict):
+        return None
+    annotations = entry.get("annotations")
+    if not isinstance(annotations, dict):
+        return None
+    subject = annotations.get(REFERENCE_DIGEST_ANNOTATION)
+    if annotations.get(REFERENCE_TYPE_ANNOTATION) != ATTESTATION_MANIFEST:
+        return None
+    return subject if isinstance(subject, str) else None
+
+
+def filter_index(
+    index: Manifest, wanted: tuple[str, ...], *, attestations: bool = True
+) -> Manifest:
+    """A new index keeping only ``wanted`` platforms (its digest necessarily changes),
+    and, with ``attestations``, the buildx attestation manifests of the children it
+    keeps (their platform is ``unknown/unknown``: they go with their subject, not with a
+    platform)."""
     parsed = index.json
+    entries = parsed.get("manifests", [])
+    kept_digests = {
+        entry.get("digest")
+        for entry in entries
+        if platform_matches(format_platform(entry.get("platform")), wanted)
+    }
     kept = [
         entry
-        for entry in parsed.get("manifests", [])
-        if platform_matches(format_platform(entry.get("platform")), wanted)
+        for entry in entries
+        if entry.get("digest") in kept_digests
+        or (attestations and attestation_subject(entry) in kept_digests)
     ]
     parsed["manifests"] = kept
     data = json.dumps(parsed, indent=2).encode()

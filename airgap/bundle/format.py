@@ -27,6 +27,7 @@ MANIFEST_NAME = "airgap-bundle.json"
 SIGNATURE_NAME = "airgap-bundle.json.sig"
 IMAGES_DIR = "images"
 PROVIDERS_DIR = "providers"
+TRUST_DIR = "trust"
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,33 @@ class DeltaRecord:
 
 
 @dataclass(frozen=True)
+class ArtifactRecord:
+    """A signature, attestation or SBOM attached upstream to one of an image's
+    manifests, carried byte for byte: its manifest (``digest``) and every blob it names
+    are blobs of the layout. ``airgap.supplychain.formats`` names kinds and ways."""
+
+    image: str  # the reference of the image record it belongs to
+    subject: str  # the manifest it is attached to: the image's, a child's, or its source index
+    kind: str  # signature, attestation, sbom, other
+    via: str  # tag (cosign's sha256-HEX.sig), referrers (a manifest with subject), index
+    digest: str  # the artifact's manifest
+    media_type: str
+    size: int
+    tag: str | None = None  # the tag it was found under (via tag)
+    artifact_type: str | None = None
+
+
+@dataclass(frozen=True)
+class TrustRecord:
+    """Trust material collect checked signatures with, carried so verify can check
+    them again offline: ``fulcioRoots`` (PEM certificates) or ``rekorKeys`` (PEM
+    public keys), one file each under ``trust/``."""
+
+    kind: str
+    path: str
+
+
+@dataclass(frozen=True)
 class BundleManifest:
     created: str
     tool_version: str
@@ -128,6 +156,8 @@ class BundleManifest:
     files: list[FileRecord]
     format_version: int = FORMAT_VERSION
     contents: list[ContentRecord] = field(default_factory=list)
+    artifacts: list[ArtifactRecord] = field(default_factory=list)
+    trust: list[TrustRecord] = field(default_factory=list)
     delta: DeltaRecord | None = None  # set for a delta bundle (``collect --base/--have``)
 
     def to_bytes(self) -> bytes:
@@ -142,6 +172,10 @@ class BundleManifest:
         }
         if self.contents:  # absent otherwise: a providers-only bundle reads as before
             document["contents"] = [_camel(asdict(c)) for c in self.contents]
+        if self.artifacts:  # likewise: a bundle without signatures reads as before
+            document["artifacts"] = [_camel(asdict(a)) for a in self.artifacts]
+        if self.trust:
+            document["trust"] = [_camel(asdict(t)) for t in self.trust]
         if self.delta is not None:  # absent otherwise: a whole bundle reads as before
             document["delta"] = self.delta.to_json()
         return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
@@ -168,6 +202,8 @@ class BundleManifest:
                 images=[_record(ImageRecord, i) for i in document.objects("images")],
                 files=[_record(FileRecord, f) for f in document.objects("files")],
                 contents=[_record(ContentRecord, c) for c in document.objects("contents")],
+                artifacts=[_record(ArtifactRecord, a) for a in document.objects("artifacts")],
+                trust=[_record(TrustRecord, t) for t in document.objects("trust")],
                 delta=_optional_delta(document.optional_obj("delta")),
             )
         except JSONShapeError as exc:
@@ -209,7 +245,16 @@ def _camel_key(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-_Record = TypeVar("_Record", FileRecord, ProviderRecord, ImageRecord, ContentRecord, NeedRecord)
+_Record = TypeVar(
+    "_Record",
+    FileRecord,
+    ProviderRecord,
+    ImageRecord,
+    ContentRecord,
+    NeedRecord,
+    ArtifactRecord,
+    TrustRecord,
+)
 # How each field type a record declares is read (annotations are strings here).
 _READERS: dict[str, Callable[[Fields, str], Any]] = {
     "str": Fields.text,

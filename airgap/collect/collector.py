@@ -77,6 +77,7 @@ def collect(
     overwrite: bool = False,
     holdings: Holdings | None = None,
     authfile: Path | None = None,
+    signatures: bool = True,
 ) -> CollectResult:
     started = time.monotonic()
     spec = load_spec(spec_path)
@@ -94,7 +95,11 @@ def collect(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
         ) as pool:
             copier = ImageCopier(
-                pool, platforms=spec.platforms, concurrency=concurrency, progress=progress
+                pool,
+                platforms=spec.platforms,
+                concurrency=concurrency,
+                progress=progress,
+                signatures=signatures,
             )
             images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
@@ -107,6 +112,7 @@ def collect(
                 images=[_image_record(i, relied) for i in images],
                 files=[_file_record(m) for m in members],
                 contents=[_content_record(c, staging) for c in contents],
+                artifacts=[record for i in images for record in i.artifact_records()],
                 delta=_delta_record(images, relied, holdings),
             )
             data = manifest.to_bytes()

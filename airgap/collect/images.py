@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from airgap.bundle.format import ArtifactRecord
 from airgap.bundle.writer import Region, RegionWriter
 from airgap.errors import AirgapError
 from airgap.limits import MAX_CONFIG_BYTES
@@ -22,6 +23,7 @@ from airgap.progress import QUIET, Progress, Task
 from airgap.reference import Reference
 from airgap.registry.client import Registry
 from airgap.registry.pool import RegistryPool
+from airgap.supplychain.discover import Attached, Subject, discover, index_attestations
 
 UNKNOWN_PLATFORM = "unknown/unknown"  # buildx attestation manifests
 PINNED = "pinned by digest"  # why an index was kept whole despite ``platforms:``
@@ -39,22 +41,50 @@ class ResolvedImage:
     source_digest: str | None = None
     kept_whole: str | None = None  # why a platform filter left this index whole
     config: bytes | None = None  # single-platform images: their config, for the platform
+    source: Manifest | None = None  # the index a platform filter rewrote
+    attached: list[Attached] = field(default_factory=list)  # signatures, attestations, SBOMs
 
     @property
     def what(self) -> str:
         return f"image {self.reference}"
 
     def blobs(self) -> list[Descriptor]:
+        """Configs and layers of the image and of everything attached to it."""
         seen: dict[str, Descriptor] = {}
         for manifest in self.manifests:
             for blob in manifest.blobs():
                 seen.setdefault(blob.digest, blob)
+        for attached in self.attached:
+            for blob in attached.blobs():
+                seen.setdefault(blob.digest, blob)
         return list(seen.values())
+
+    def subjects(self) -> list[str]:
+        """Digests to look for attachments of: the stored top, every child but buildx
+        attestation manifests, and the source index a filter rewrote (what upstream
+        signed)."""
+        linked = {a.top.digest for a in index_attestations(self.manifests)}
+        found = [m.digest for m in self.manifests if m.digest not in linked]
+        if self.source is not None:
+            found.append(self.source.digest)
+        return found
+
+    def carried_manifests(self) -> list[Manifest]:
+        """Every manifest stored as a blob: the image's, its attachments', and the
+        source index when something upstream attached to it (its signature is only
+        checkable against the index it signed)."""
+        found = list(self.manifests)
+        for attached in self.attached:
+            found.extend(attached.manifests)
+        if self.source is not None and any(a.subject == self.source.digest for a in self.attached):
+            found.append(self.source)
+        return found
 
     @property
     def size(self) -> int:
         """Manifests plus unique blobs: what this image weighs in the bundle."""
-        return sum(m.size for m in self.manifests) + sum(b.size for b in self.blobs())
+        unique = {m.digest: m.size for m in self.carried_manifests()}
+        return sum(unique.values()) + sum(b.size for b in self.blobs())
 
     @property
     def platforms(self) -> list[str]:
@@ -64,9 +94,28 @@ class ResolvedImage:
         platform = config_platform(self.config) if self.config else None
         return [platform] if platform else []
 
+    def artifact_records(self) -> list[ArtifactRecord]:
+        """What is attached to this image, as the bundle manifest links it."""
+        return [
+            ArtifactRecord(
+                image=str(self.reference),
+                subject=attached.subject,
+                kind=attached.kind.value,
+                via=attached.via.value,
+                digest=attached.top.digest,
+                media_type=attached.top.media_type,
+                size=attached.top.size,
+                tag=attached.tag,
+                artifact_type=attached.artifact_type,
+            )
+            for attached in self.attached
+        ]
+
     def inline_blobs(self) -> dict[str, bytes]:
         """Blob bytes already in memory: manifests, and the config if fetched."""
-        found = {m.digest: m.data for m in self.manifests}
+        found = {m.digest: m.data for m in self.carried_manifests()}
+        for attached in self.attached:
+            found.update(attached.payloads)
         config = self._config_descriptor()
         if self.config is not None and config is not None:
             found[config.digest] = self.config
@@ -92,14 +141,35 @@ class ImageCopier:
         platforms: tuple[str, ...] | None = None,
         concurrency: int = 8,
         progress: Progress = QUIET,
+        signatures: bool = True,
     ) -> None:
         self._pool = pool
         self._platforms = platforms
+        self._signatures = signatures
         self._concurrency = concurrency
         self._progress = progress
 
     def resolve(self, references: Sequence[Reference]) -> list[ResolvedImage]:
-        return run_parallel([partial(self._resolve, ref) for ref in references], self._concurrency)
+        """Every image's manifest tree, and (unless ``signatures`` is off) what upstream
+        attached to each of its manifests."""
+        images = run_parallel(
+            [partial(self._resolve, ref) for ref in references], self._concurrency
+        )
+        if self._signatures:
+            self._attach(images)
+        return images
+
+    def _attach(self, images: list[ResolvedImage]) -> None:
+        subjects: list[tuple[ResolvedImage, Subject]] = [
+            (image, Subject(digest, image.registry, image.repository, image.what))
+            for image in images
+            for digest in image.subjects()
+        ]
+        found = discover([subject for _, subject in subjects], self._concurrency)
+        for image in images:
+            image.attached = list(index_attestations(image.manifests))
+        for (image, _), attached in zip(subjects, found, strict=True):
+            image.attached.extend(attached)
 
     def _resolve(self, reference: Reference) -> ResolvedImage:
         registry, repository = self._pool.pull_location(reference)
@@ -111,14 +181,14 @@ class ImageCopier:
             # written on the far side (components, mapping, node digest mirrors) names it
             image.kept_whole = PINNED
         elif top.is_index and self._platforms:
-            filtered = filter_index(top, self._platforms)
+            filtered = filter_index(top, self._platforms, attestations=self._signatures)
             if not filtered.children():
                 available = ", ".join(sorted({c.platform or "?" for c in top.children()}))
                 raise AirgapError(
                     f"{what}: none of the platforms {', '.join(self._platforms)} "
                     f"(it has {available})"
                 )
-            image.top, image.source_digest = filtered, top.digest
+            image.top, image.source_digest, image.source = filtered, top.digest, top
         self._gather(image, image.top)
         config = image._config_descriptor()
         if config is not None and config.size <= MAX_CONFIG_BYTES:

@@ -24,10 +24,16 @@ from airgap.errors import (
     DigestMismatchError,
     HTTPStatusError,
     NetworkError,
+    NotFoundError,
     TLSError,
 )
-from airgap.limits import MAX_MANIFEST_BYTES, MAX_SMALL_BODY_BYTES
-from airgap.oci import MANIFEST_ACCEPT, Manifest
+from airgap.limits import (
+    MAX_MANIFEST_BYTES,
+    MAX_REFERRER_PAGES,
+    MAX_REFERRERS,
+    MAX_SMALL_BODY_BYTES,
+)
+from airgap.oci import MANIFEST_ACCEPT, OCI_INDEX, Descriptor, Manifest
 from airgap.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
 from airgap.registry.credentials import Credentials, CredentialSource
@@ -222,6 +228,72 @@ class Registry:
                 f"{manifest.digest} does not match {expected}"
             )
         return manifest
+
+    def find_manifest(self, repository: str, reference: str, *, what: str) -> Manifest | None:
+        """A manifest by tag or digest, or None when the registry has none (404): for
+        what may or may not be there, such as cosign's ``sha256-HEX.sig`` tags."""
+        try:
+            return self.get_manifest(repository, reference, what=what)
+        except NotFoundError:
+            return None
+
+    def get_referrers(self, repository: str, digest: str, *, what: str) -> list[Descriptor] | None:
+        """The referrers API (``GET /v2/NAME/referrers/DIGEST``): descriptors of the
+        manifests whose ``subject`` is ``digest``, every page (``Link: rel="next"``), at
+        most ``MAX_REFERRERS``. None when the registry has no referrers API: 404, as the
+        distribution spec has it, or 400/405/501 from one that does not know the route."""
+        url = f"{repository}/referrers/{digest}"
+        found: list[Descriptor] = []
+        for page in range(MAX_REFERRER_PAGES):
+            try:
+                response = self._send(
+                    "GET",
+                    url,
+                    (repository_scope(repository, "pull"),),
+                    what=what,
+                    headers={"Accept": OCI_INDEX},
+                    missing_ok=page == 0,
+                    body_limit=MAX_MANIFEST_BYTES,
+                )
+            except HTTPStatusError as exc:
+                if page == 0 and exc.status in (400, 405, 501):
+                    return None
+                raise
+            if response is None:
+                return None
+            found.extend(self._referrers_page(response, repository, digest, what))
+            if len(found) > MAX_REFERRERS:
+                raise AirgapError(
+                    f"{what}: registry {self.display_name} lists more than {MAX_REFERRERS} "
+                    f"referrers of {repository}@{digest}"
+                )
+            link = _next_link(response.headers.get("Link", ""))
+            if not link:
+                return found
+            url = self._location(link)
+        raise AirgapError(
+            f"{what}: registry {self.display_name} pages the referrers of {repository}@{digest} "
+            f"over more than {MAX_REFERRER_PAGES} answers"
+        )
+
+    def _referrers_page(
+        self, response: httpx.Response, repository: str, digest: str, what: str
+    ) -> list[Descriptor]:
+        try:
+            index = Manifest.from_bytes(response.content, response.headers.get("Content-Type"))
+            if not index.is_index:
+                raise AirgapError(f"it is a {index.media_type}, not an image index")
+            return index.children()
+        except AirgapError as exc:
+            raise AirgapError(
+                f"{what}: registry {self.display_name} answered the referrers of "
+                f"{repository}@{digest} with a malformed index: {exc}"
+            ) from None
+
+    def supports_referrers(self, repository: str, digest: str, *, what: str) -> bool:
+        """Whether the registry has the referrers API (it lists the referrers of any
+        digest, an empty index for one it does not know)."""
+        return self.get_referrers(repository, digest, what=what) is not None
 
     def manifest_digest(self, repository: str, reference: str, *, what: str) -> str | None:
         """HEAD a manifest: its digest if present, None if missing."""
@@ -545,6 +617,16 @@ class Registry:
         )
         assert response is not None
         response.close()
+
+
+def _next_link(header: str) -> str | None:
+    """The target of ``Link: <URL>; rel="next"``, if the header has one."""
+    for part in header.split(","):
+        target, _, params = part.partition(";")
+        target = target.strip()
+        if target.startswith("<") and target.endswith(">") and 'rel="next"' in params:
+            return target[1:-1]
+    return None
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:

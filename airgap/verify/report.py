@@ -92,6 +92,7 @@ class Report:
 
 def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
     """Providers and images as ``inspect --format json`` and the verify report show them."""
+    attached = _attached_by_image(manifest)
     return {
         "formatVersion": manifest.format_version,
         "created": manifest.created,
@@ -127,6 +128,7 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "platforms": i.platforms,
                 "size": i.size,
                 **({"keptWhole": i.kept_whole} if i.kept_whole else {}),
+                **({"attached": attached[i.reference]} if i.reference in attached else {}),
             }
             for i in manifest.images
         ],
@@ -189,6 +191,26 @@ def needs_text(manifest: BundleManifest, *, wide: bool = False) -> str:
     return f"{head}\n\n{listing}"
 
 
+def _attached_by_image(manifest: BundleManifest) -> dict[str, list[dict[str, Any]]]:
+    """Each image's signatures, attestations and SBOMs (``ArtifactRecord``)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for artifact in manifest.artifacts:
+        entry: dict[str, Any] = {
+            "kind": artifact.kind,
+            "via": artifact.via,
+            "subject": artifact.subject,
+            "digest": artifact.digest,
+            "mediaType": artifact.media_type,
+            "size": artifact.size,
+        }
+        if artifact.tag:
+            entry["tag"] = artifact.tag
+        if artifact.artifact_type:
+            entry["artifactType"] = artifact.artifact_type
+        found.setdefault(artifact.image, []).append(entry)
+    return found
+
+
 def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
     """Providers, contents and images as aligned tables, at most ``TABLE_WIDTH`` columns
     wide (short digests, long references cut in the middle) unless ``wide``."""
@@ -216,6 +238,7 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
     needs = needs_text(manifest, wide=wide)
     if needs:
         images = f"{images}\n\n{needs}"
+    images += _attached_table(manifest, wide=wide)
     if not manifest.contents:
         return f"{providers}\n\n{images}"
     contents = table(
@@ -228,6 +251,31 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
         shrink=((3, 16),),
     )
     return f"{providers}\n\n{contents}\n\n{images}"
+
+
+def _attached_table(manifest: BundleManifest, *, wide: bool) -> str:
+    """What upstream attached to the images, one row each (nothing without any)."""
+    if not manifest.artifacts:
+        return ""
+    digests = {i.reference: i.digest for i in manifest.images}
+    rows = []
+    for a in manifest.artifacts:
+        on = "image" if digests.get(a.image) == a.subject else a.subject
+        rows.append(
+            [
+                a.image if wide else _short_reference(a.image),
+                a.kind,
+                a.via,
+                on if wide or on == "image" else short_digest(on),
+                a.digest if wide else short_digest(a.digest),
+            ]
+        )
+    return "\n\n" + table(
+        ["ATTACHED TO", "ATTACHED", "VIA", "SUBJECT", "DIGEST"],
+        rows,
+        max_width=None if wide else TABLE_WIDTH,
+        shrink=((0, 40), (0, 16)),
+    )
 
 
 def _short_reference(reference: str) -> str:

@@ -1,0 +1,7 @@
+"""What upstream attaches to images: cosign signatures, attestations and SBOMs.
+
+``formats`` names them as cosign and the OCI distribution spec do (pure); ``discover``
+finds them in a source registry for collect; ``cosign`` verifies cosign signatures
+offline with ``cryptography`` alone; ``publish`` puts them next to their subjects in
+the target registry for import.
+"""

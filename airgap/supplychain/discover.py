@@ -1,0 +1,175 @@
+"""Find what upstream attached to an image's manifests, for collect to carry.
+
+For every subject (the image's manifest or index, each child manifest kept, and the
+source index a platform filter rewrote) collect asks both places cosign and the OCI
+distribution spec put them:
+
+- cosign's tag schema: ``sha256-HEX.sig``, ``.att`` and ``.sbom`` in the subject's
+  repository;
+- the referrers API (``GET /v2/NAME/referrers/DIGEST``), or, where the registry has
+  none (404), the index under the referrers tag ``sha256-HEX``.
+
+buildx attestation manifests inside an index need no request: they are children the
+image already carries, linked to their subject by annotations. Everything is fetched as
+exact bytes; signature payloads (a few hundred bytes each) are fetched whole so that
+collect can verify signatures before it signs the bundle, everything else is streamed
+into the bundle with the image's layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+
+from airgap.errors import AirgapError
+from airgap.limits import MAX_SIGNATURE_LAYERS, MAX_SIGNATURE_PAYLOAD_BYTES
+from airgap.oci import Descriptor, Manifest, attestation_subject
+from airgap.parallel import run_parallel
+from airgap.registry.client import Registry
+from airgap.supplychain.formats import (
+    SIMPLE_SIGNING,
+    TAG_KINDS,
+    Kind,
+    Via,
+    classify,
+    cosign_tag,
+    referrers_tag,
+)
+
+
+@dataclass
+class Attached:
+    """One artifact attached to a subject: its manifests as exact bytes (the artifact's
+    own first, then the children of an artifact index) and the payloads read whole."""
+
+    subject: str
+    kind: Kind
+    via: Via
+    manifests: list[Manifest]
+    tag: str | None = None
+    artifact_type: str | None = None
+    payloads: dict[str, bytes] = field(default_factory=dict)  # digest -> bytes
+
+    @property
+    def top(self) -> Manifest:
+        return self.manifests[0]
+
+    def blobs(self) -> list[Descriptor]:
+        seen: dict[str, Descriptor] = {}
+        for manifest in self.manifests:
+            for blob in manifest.blobs():
+                seen.setdefault(blob.digest, blob)
+        return list(seen.values())
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A manifest to look for attachments of, and where its image lives."""
+
+    digest: str
+    registry: Registry
+    repository: str
+    what: str
+
+
+def index_attestations(manifests: list[Manifest]) -> Iterator[Attached]:
+    """buildx attestation manifests among the children of the indexes in ``manifests``
+    (already carried as children: this only links them to their subject)."""
+    by_digest = {m.digest: m for m in manifests}
+    for manifest in manifests:
+        if not manifest.is_index:
+            continue
+        for entry in manifest.json.get("manifests", []):
+            subject = attestation_subject(entry)
+            child = by_digest.get(str(entry.get("digest")))
+            if subject is None or child is None:
+                continue
+            yield Attached(subject, Kind.ATTESTATION, Via.INDEX, [child])
+
+
+def discover(subjects: list[Subject], concurrency: int) -> list[list[Attached]]:
+    """What is attached to each subject, in the order given (each list deduplicated)."""
+    return run_parallel([partial(_discover, subject) for subject in subjects], concurrency)
+
+
+def _discover(subject: Subject) -> list[Attached]:
+    found: dict[str, Attached] = {}
+    for attached in [*_tagged(subject), *_referrers(subject)]:
+        found.setdefault(attached.top.digest, attached)
+    return list(found.values())
+
+
+def _tagged(subject: Subject) -> Iterator[Attached]:
+    """cosign's ``sha256-HEX.sig|.att|.sbom`` tags."""
+    for suffix, kind in TAG_KINDS.items():
+        tag = cosign_tag(subject.digest, suffix)
+        manifest = subject.registry.find_manifest(subject.repository, tag, what=subject.what)
+        if manifest is not None:
+            yield _complete(subject, Attached(subject.digest, kind, Via.TAG, [manifest], tag=tag))
+
+
+def _referrers(subject: Subject) -> Iterator[Attached]:
+    """The referrers API, or the referrers tag where the registry has no API."""
+    registry, repository, what = subject.registry, subject.repository, subject.what
+    listed = registry.get_referrers(repository, subject.digest, what=what)
+    if listed is None:
+        fallback = registry.find_manifest(repository, referrers_tag(subject.digest), what=what)
+        listed = fallback.children() if fallback is not None and fallback.is_index else []
+    for descriptor in listed:
+        manifest = registry.get_manifest(repository, descriptor.digest, what=what)
+        if _subject_of(manifest) != subject.digest:
+            continue  # not a referrer of this subject, whatever the listing says
+        artifact_type = _artifact_type(manifest)
+        kind = classify(artifact_type, _annotations(manifest))
+        attached = Attached(
+            subject.digest, kind, Via.REFERRERS, [manifest], artifact_type=artifact_type
+        )
+        yield _complete(subject, attached)
+
+
+def _complete(subject: Subject, attached: Attached) -> Attached:
+    """The children of an artifact index, and a signature's payloads read whole."""
+    top = attached.top
+    for child in top.children():
+        attached.manifests.append(
+            subject.registry.get_manifest(subject.repository, child.digest, what=subject.what)
+        )
+    if attached.kind is not Kind.SIGNATURE or top.is_index:
+        return attached
+    layers = top.blobs()[1:] if top.json.get("config") else top.blobs()
+    if len(layers) > MAX_SIGNATURE_LAYERS:
+        raise AirgapError(
+            f"{subject.what}: signature manifest {top.digest} has {len(layers)} layers, "
+            f"more than the {MAX_SIGNATURE_LAYERS} airgap reads"
+        )
+    for layer in layers:
+        if layer.media_type == SIMPLE_SIGNING and layer.size <= MAX_SIGNATURE_PAYLOAD_BYTES:
+            attached.payloads[layer.digest] = subject.registry.fetch_small_blob(
+                subject.repository, layer.digest, layer.size, what=subject.what
+            )
+    return attached
+
+
+def _subject_of(manifest: Manifest) -> str | None:
+    subject = manifest.json.get("subject")
+    digest = subject.get("digest") if isinstance(subject, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def _artifact_type(manifest: Manifest) -> str | None:
+    """``artifactType``, else the config's media type, as the referrers API lists it."""
+    document = manifest.json
+    declared = document.get("artifactType")
+    if isinstance(declared, str) and declared:
+        return declared
+    config = document.get("config")
+    media_type = config.get("mediaType") if isinstance(config, dict) else None
+    return media_type if isinstance(media_type, str) and media_type else None
+
+
+def _annotations(manifest: Manifest) -> dict[str, str]:
+    annotations = manifest.json.get("annotations")
+    if not isinstance(annotations, dict):
+        return {}
+    return {str(k): v for k, v in annotations.items() if isinstance(v, str)}
