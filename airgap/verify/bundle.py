@@ -34,7 +34,6 @@ from airgap.bundle.source import BundleSource, open_source
 from airgap.errors import BundleError, SignatureError
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
-from airgap.verify.artifacts import check_artifacts
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.contents import check_contents
 from airgap.verify.delta import check_delta
@@ -191,7 +190,6 @@ def _verify(
         bundle.failures.extend(check_layout(result.manifest, read, present))
         bundle.failures.extend(check_providers(result.manifest, read, present))
         bundle.failures.extend(check_contents(result.manifest, read, present))
-        bundle.failures.extend(check_artifacts(result.manifest, read, present))
     return bundle
 
 
