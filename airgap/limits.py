@@ -84,6 +84,12 @@ MAX_YAML_DEPTH = 64
 # YAML nodes counted with aliases expanded, for small documents (specs, policies,
 # metadata): a "billion laughs" document reaches this long before it costs anything.
 MAX_YAML_NODES = 200_000
+# Provider images read for /capi-operator-manifests: what one layer may unpack to (a
+# gzip bomb stops here; real layers are far smaller) and how many tar entries it may
+# hold. Only the profile files are kept, each under the metadata/components caps.
+MAX_LAYER_UNPACKED_BYTES = 16384 * MiB
+MAX_LAYER_ENTRIES = 1_000_000
+MAX_PROVIDER_IMAGE_LAYERS = 256
 
 
 def describe_size(size: int) -> str:

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Install what airgap and its tests need on a fresh Debian machine: the distribution
-# registry, skopeo and htpasswd from apt, then a virtualenv with airgap in it.
+# registry, skopeo, htpasswd and umoci from apt, then a virtualenv with airgap in it.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # containerd and podman: the tests pull through the generated node mirror configuration
 # with the real runtimes (a private containerd on its own socket, podman with its own roots)
-packages=(docker-registry skopeo apache2-utils containerd podman)
+packages=(docker-registry skopeo apache2-utils containerd podman umoci)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

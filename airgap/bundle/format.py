@@ -38,6 +38,22 @@ class FileRecord:
 
 
 @dataclass(frozen=True)
+class ProviderImageRecord:
+    """Where an image-based provider came from: the image its manifests were read from
+    (``/capi-operator-manifests/PROFILE/``, by digest, carried in the bundle), the
+    profiles read, and what their metadata.yaml said (the first profile's)."""
+
+    reference: str  # registry/repository@sha256:...
+    profiles: list[str]
+    name: str  # metadata.yaml name, e.g. cluster-api-provider-aws
+    install_order: int
+    attribute_type: str | None = None
+    attribute_version: str | None = None
+    ocp_platform: str | None = None
+    self_image_ref: str | None = None
+
+
+@dataclass(frozen=True)
 class ProviderRecord:
     name: str
     type: str  # the operator kind: CoreProvider, InfrastructureProvider, ...
@@ -48,6 +64,7 @@ class ProviderRecord:
     metadata: str  # bundle path of metadata.yaml
     components: str  # bundle path of the components file
     images: list[str] = field(default_factory=list)
+    image: ProviderImageRecord | None = None  # set when read from a provider image
 
 
 @dataclass(frozen=True)
@@ -236,7 +253,9 @@ def _camel(data: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         head, *rest = key.split("_")
-        out[head + "".join(part.title() for part in rest)] = value
+        out[head + "".join(part.title() for part in rest)] = (
+            _camel(value) if isinstance(value, dict) else value  # a nested record
+        )
     return out
 
 
@@ -251,6 +270,7 @@ _Record = TypeVar(
     ProviderRecord,
     ImageRecord,
     ContentRecord,
+    ProviderImageRecord,
     NeedRecord,
     ArtifactRecord,
     TrustRecord,

@@ -29,6 +29,7 @@ from airgap.bundle.format import (
     FileRecord,
     ImageRecord,
     NeedRecord,
+    ProviderImageRecord,
     ProviderRecord,
     blob_member,
 )
@@ -45,6 +46,7 @@ from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describ
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import FetchedProvider, fetch_provider
+from airgap.providers.imagesource import fetch_image_provider
 from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
@@ -94,6 +96,9 @@ def collect(
         with RegistryPool(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
         ) as pool:
+            if spec.image_providers:  # read from their images: one more provider source
+                providers += _fetch_image_providers(spec, providers, staging, progress, pool)
+                _check_contracts(providers, spec_path)
             copier = ImageCopier(
                 pool,
                 platforms=spec.platforms,
@@ -185,6 +190,31 @@ def _fetch_contents(
     return fetched
 
 
+def _fetch_image_providers(
+    spec: BundleSpec,
+    known: list[FetchedProvider],
+    staging: Path,
+    progress: Progress,
+    pool: RegistryPool,
+) -> list[FetchedProvider]:
+    """Providers whose manifests are read from their images (``providers.imagesource``),
+    laid out like a release; one provider version comes from one place only."""
+    seen = {(p.type.kind, p.name, p.version) for p in known}
+    fetched: list[FetchedProvider] = []
+    for entry in spec.image_providers:
+        progress.note(f"reading provider manifests from image {entry.image}")
+        result = fetch_image_provider(entry, staging, pool, spec.platforms)
+        identity = (result.type.kind, result.name, result.version)
+        if identity in seen:
+            raise InputError(
+                f"{entry.where}: provider {result.name} of type {result.type.kind} "
+                f"{result.version} is already in the spec"
+            )
+        seen.add(identity)
+        fetched.append(result)
+    return fetched
+
+
 def _check_contracts(providers: list[FetchedProvider], spec_path: Path) -> None:
     """clusterctl's compatibility rule, on the connected side: a set it would refuse is
     refused here, not after it has crossed the gap (verify applies the same table)."""
@@ -234,6 +264,23 @@ def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord
         metadata=_relative(provider.metadata_path, staging),
         components=_relative(provider.components_path, staging),
         images=[str(parse_reference(image)) for image in provider.images],
+        image=_provider_image_record(provider),
+    )
+
+
+def _provider_image_record(provider: FetchedProvider) -> ProviderImageRecord | None:
+    info = provider.image_source
+    if info is None:
+        return None
+    return ProviderImageRecord(
+        reference=info.reference,
+        profiles=list(info.profiles),
+        name=info.name,
+        install_order=info.install_order,
+        attribute_type=info.attribute_type,
+        attribute_version=info.attribute_version,
+        ocp_platform=info.ocp_platform,
+        self_image_ref=info.self_image_ref,
     )
 
 

@@ -24,7 +24,7 @@ from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_SPEC_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
-from airgap.providers.types import ProviderSpec, ProviderType
+from airgap.providers.types import ImageProviderSpec, ProviderSpec, ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 from airgap.redact import has_userinfo, redact_url, without_userinfo
 from airgap.reference import parse_reference
@@ -51,7 +51,12 @@ _TOP_KEYS = (
     "templates",
 )
 _CONTENT_KEYS = ("version", "url")
-_PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile")
+_PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile", "image")
+# an image-based provider (``image:``): everything but the image may come from its
+# /capi-operator-manifests metadata.yaml
+_IMAGE_PROVIDER_KEYS = ("image", "profiles", "name", "type", "version", "contract")
+_PROFILE_RE = re.compile(r"^[a-zA-Z0-9_-]{1,255}$")
+_CONTRACT_RE = re.compile(r"^v\d+(?:(?:alpha|beta)\d+)?$")
 _REGISTRY_KEYS = ("mirror", "caFile", "plainHTTP", "skipTLSVerify")
 
 
@@ -71,6 +76,7 @@ class BundleSpec:
 
     providers: tuple[ProviderSpec, ...] = ()
     images: tuple[str, ...] = ()
+    image_providers: tuple[ImageProviderSpec, ...] = ()  # providers: entries with image:
     platforms: tuple[str, ...] | None = None
     registries: dict[str, RegistrySettings] = field(default_factory=dict)
     cert_manager: ContentSpec | None = None
@@ -115,11 +121,11 @@ class _SpecReader:
         if root is None or (isinstance(root, ScalarNode) and root.tag == _NULL_TAG):
             raise SpecError(f"{self.path}: spec is empty: list providers and/or images")
         top = self.mapping(root, "", _TOP_KEYS)
-        providers = self.providers(top.get("providers"))
+        providers, image_providers = self.providers(top.get("providers"))
         images = self.images(top.get("images"))
         cert_manager = self.content(top.get("certManager"), ContentKind.CERT_MANAGER)
         operator = self.content(top.get("operator"), ContentKind.OPERATOR)
-        if not (providers or images or cert_manager or operator):
+        if not (providers or image_providers or images or cert_manager or operator):
             raise self.error(
                 root, "", "nothing to collect: list providers, images, certManager or operator"
             )
@@ -127,6 +133,7 @@ class _SpecReader:
         return BundleSpec(
             providers=providers,
             images=images,
+            image_providers=image_providers,
             platforms=self.platforms(top.get("platforms")),
             registries=self.registries(top.get("registries")),
             cert_manager=cert_manager,
@@ -136,13 +143,21 @@ class _SpecReader:
 
     # --- sections -------------------------------------------------------------------
 
-    def providers(self, entry: tuple[Node, Node] | None) -> tuple[ProviderSpec, ...]:
+    def providers(
+        self, entry: tuple[Node, Node] | None
+    ) -> tuple[tuple[ProviderSpec, ...], tuple[ImageProviderSpec, ...]]:
         if entry is None or _is_null(entry[1]):
-            return ()
+            return (), ()
         result: list[ProviderSpec] = []
+        from_images: list[ImageProviderSpec] = []
         first_at: dict[tuple[str, ProviderType, str], int] = {}
         for index, node in enumerate(self.sequence(entry[1], "providers")):
             where = f"providers[{index}]"
+            if isinstance(node, MappingNode) and any(
+                isinstance(k, ScalarNode) and k.value == "image" for k, _ in node.value
+            ):
+                from_images.append(self.image_provider(node, where))
+                continue
             keys = self.mapping(node, where, _PROVIDER_KEYS)
             name = self.required_string(node, keys, where, "name")
             problem = provider_name_problem(name)  # the rule verify applies to bundles
@@ -183,7 +198,58 @@ class _SpecReader:
                     name=name, type=ptype, version=version, url=url, components_file=components
                 )
             )
-        return tuple(result)
+        return tuple(result), tuple(from_images)
+
+    def image_provider(self, node: Node, where: str) -> ImageProviderSpec:
+        """``{image: REF, profiles: [default], name?, type?, version?, contract?}``: a
+        provider read from its image's /capi-operator-manifests (all profiles unless
+        listed); name, type, version and contract default to the image's metadata."""
+        keys = self.mapping(node, where, _IMAGE_PROVIDER_KEYS)
+        image_node = keys["image"][1]
+        text = self.string(image_node, f"{where}.image")
+        try:
+            image = str(parse_reference(text))
+        except InputError as exc:
+            raise self.error(image_node, f"{where}.image", str(exc)) from None
+        name = self.optional_string(keys, where, "name", provider_name_problem)
+        type_text = self.optional_string(keys, where, "type", None)
+        ptype = None
+        if type_text is not None:
+            try:
+                ptype = ProviderType.parse(type_text)
+            except InputError as exc:
+                raise self.error(keys["type"][1], f"{where}.type", str(exc)) from None
+        version = self.optional_string(keys, where, "version", _check_release_version)
+        contract = self.optional_string(keys, where, "contract", _check_contract)
+        return ImageProviderSpec(
+            image=image,
+            profiles=self.profiles(keys.get("profiles"), where),
+            name=name,
+            type=ptype,
+            version=version,
+            contract=contract,
+            where=f"{self.path}:{image_node.start_mark.line + 1}: {where}",
+        )
+
+    def profiles(self, entry: tuple[Node, Node] | None, where: str) -> tuple[str, ...] | None:
+        if entry is None or _is_null(entry[1]):
+            return None
+        nodes = self.sequence(entry[1], f"{where}.profiles")
+        if not nodes:
+            raise self.error(entry[1], f"{where}.profiles", "empty list: omit it for all")
+        found: list[str] = []
+        for index, item in enumerate(nodes):
+            key = f"{where}.profiles[{index}]"
+            text = self.string(item, key)
+            if not _PROFILE_RE.match(text):
+                raise self.error(
+                    item, key, f"invalid profile {text!r} (letters, digits, '-' and '_')"
+                )
+            if text in found:
+                raise self.error(item, key, f"profile {text!r} is listed twice")
+            found.append(text)
+        return tuple(found)
+
 
     def content(self, entry: tuple[Node, Node] | None, kind: ContentKind) -> ContentSpec | None:
         """``certManager: {version, url?}`` or ``operator: {version, url?}``."""
@@ -376,6 +442,18 @@ def _check_url(text: str) -> str | None:
         return f"unsupported URL {shown!r} (use https://, http:// or file://)"
     if parts.scheme.lower() != "file" and not hostname:
         return f"URL {shown!r} has no host"
+    return None
+
+
+def _check_release_version(text: str) -> str | None:
+    if text == LATEST or version_problem(text):
+        return f"invalid version {text!r} (a release version like v2.8.1)"
+    return None
+
+
+def _check_contract(text: str) -> str | None:
+    if not _CONTRACT_RE.match(text):
+        return f"invalid contract {text!r} (e.g. v1beta1, v1beta2)"
     return None
 
 

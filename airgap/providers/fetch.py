@@ -19,7 +19,7 @@ from airgap.errors import AirgapError, InputError
 from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
-from airgap.providers.types import ProviderSpec, ProviderType
+from airgap.providers.types import ProviderImageInfo, ProviderSpec, ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 
 PROVIDERS_DIR = "providers"
@@ -40,6 +40,8 @@ class FetchedProvider:
     images: list[str]
     # where the release came from, to read more of its files (its cluster templates)
     release: ReleaseSource | None = field(default=None, compare=False, repr=False)
+    # set for a provider read from its image's /capi-operator-manifests (imagesource)
+    image_source: ProviderImageInfo | None = None
 
 
 def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) -> FetchedProvider:

@@ -8,6 +8,7 @@ member to its size; a member the manifest lists but that is not present failed t
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -273,6 +274,7 @@ def check_providers(
     files = {f.path for f in manifest.files}
     for provider in manifest.providers:
         failures.extend(_check_provider(provider, read, present, files))
+        failures.extend(_check_provider_image(provider))
         for image in provider.images:
             if image not in listed:
                 failures.append(
@@ -286,8 +288,37 @@ def check_providers(
     return failures
 
 
+# a profile name as the ClusterAPI resource (operator.openshift.io/v1alpha1) accepts it
+_PROFILE_RE = re.compile(r"[a-zA-Z0-9_-]{1,255}")
+
+
 def _name(provider: ProviderRecord) -> str:
     return f"{provider.type}/{provider.name} {provider.version}"
+
+
+def _check_provider_image(provider: ProviderRecord) -> list[Failure]:
+    """An image-based provider names the image its manifests came from by digest, carries
+    it among its images, and names the profiles read as the ClusterAPI resource allows."""
+    image = provider.image
+    if image is None:
+        return []
+    problems: list[str] = []
+    try:
+        pinned = parse_reference(image.reference).digest is not None
+    except InputError:
+        pinned = False
+    if not pinned:
+        problems.append(f"its source image {image.reference[:200]!r} is not a digest reference")
+    elif image.reference not in provider.images:
+        problems.append(f"its source image {image.reference} is not among its images")
+    if not image.profiles or len(set(image.profiles)) != len(image.profiles):
+        problems.append("its image profiles are empty or repeated")
+    problems += [
+        f"invalid image profile {name[:60]!r}"
+        for name in image.profiles
+        if not _PROFILE_RE.fullmatch(name)
+    ]
+    return [Failure("provider", _name(provider), problem) for problem in problems]
 
 
 def _check_provider(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airgap.bundle.format import BundleManifest, ImageRecord
+from airgap.bundle.format import BundleManifest, ImageRecord, ProviderImageRecord
 from airgap.textfmt import TABLE_WIDTH, human_size, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
@@ -106,6 +106,7 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "contract": p.contract,
                 "source": p.source,
                 "images": p.images,
+                **({"image": provider_image_json(p.image)} if p.image else {}),
             }
             for p in manifest.providers
         ],
@@ -209,6 +210,25 @@ def _attached_by_image(manifest: BundleManifest) -> dict[str, list[dict[str, Any
             entry["artifactType"] = artifact.artifact_type
         found.setdefault(artifact.image, []).append(entry)
     return found
+
+
+def provider_image_json(image: ProviderImageRecord) -> dict[str, Any]:
+    """Where an image-based provider's manifests were read, as the manifest records it."""
+    document: dict[str, Any] = {
+        "reference": image.reference,
+        "profiles": image.profiles,
+        "name": image.name,
+        "installOrder": image.install_order,
+    }
+    for key, value in (
+        ("type", image.attribute_type),
+        ("version", image.attribute_version),
+        ("ocpPlatform", image.ocp_platform),
+        ("selfImageRef", image.self_image_ref),
+    ):
+        if value is not None:
+            document[key] = value
+    return document
 
 
 def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:

@@ -1,0 +1,346 @@
+"""Image-based providers (issue 18): manifests read from /capi-operator-manifests/ of
+provider images, and manifests images written for the mirror.
+
+Layers are applied in memory (whiteouts, opaque directories, hostile names and links)
+by feeding real tar/gzip bytes to the sinks; then real images built by the harness and
+pushed with skopeo into a real registry are collected, verified and imported through
+the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airgap.collect.spec import parse_spec
+from airgap.errors import AirgapError, InputError, SpecError
+from airgap.providers.imagefs import ImageFiles, LayerError
+from airgap.providers.imagesource import (
+    contract_from_manifests,
+    joined_manifests,
+    parse_profile_metadata,
+    select_profiles,
+    wanted,
+)
+from airgap.providers.types import ProviderType
+from tests.harness import skopeo
+from tests.harness.bundle_fixtures import read_head
+from tests.harness.cli import run_airgap
+from tests.harness.images import AMD64, ARM64, OciLayout, TestImage, push_image
+from tests.harness.providerimages import (
+    ROOT,
+    SELF_IMAGE_REF,
+    Entry,
+    add_image,
+    gzip_bytes,
+    layer_tar,
+    manifests_yaml,
+    metadata_yaml,
+    standard_layers,
+)
+from tests.harness.registry import RegistryServer
+
+SIDECAR = "quay.example/test/sidecar@sha256:" + "1" * 64
+
+
+def apply(layers: list[list[Entry]], *, gzip_first: bool = True) -> ImageFiles:
+    files = ImageFiles(wanted, "test image")
+    for index, entries in enumerate(layers):
+        tar = layer_tar(entries)
+        compressed = gzip_first and index % 2 == 0
+        sink = files.layer(
+            "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if compressed else ""),
+            f"sha256:{index}",
+        )
+        blob = gzip_bytes(tar) if compressed else tar
+        for start in range(0, len(blob), 777):  # arbitrary chunks, as a download gives them
+            sink.write(blob[start : start + 777])
+        sink.finish()
+    return files
+
+
+# --- reading layers ------------------------------------------------------------------
+
+
+def test_layers_apply_in_order_with_whiteouts() -> None:
+    layers, expected = standard_layers(SIDECAR)
+    files = apply(layers).files
+    assert files == {
+        f"{ROOT}/aws/manifests.yaml": expected.aws_manifests,
+        f"{ROOT}/aws/metadata.yaml": expected.aws_metadata,
+        f"{ROOT}/default/manifests.yaml": expected.manifests,
+        f"{ROOT}/default/metadata.yaml": expected.metadata,
+    }
+    assert not Path("/tmp/airgap-escaped").exists()
+
+
+def test_a_retried_download_starts_the_layer_again() -> None:
+    files = ImageFiles(wanted, "test image")
+    blob = gzip_bytes(layer_tar([Entry(f"{ROOT}/default/metadata.yaml", b"name: x\n")]))
+    sink = files.layer("application/vnd.oci.image.layer.v1.tar+gzip", "sha256:0")
+    sink.write(blob[:40])
+    sink.seek(0)
+    sink.truncate()
+    sink.write(blob)
+    sink.finish()
+    assert files.files == {f"{ROOT}/default/metadata.yaml": b"name: x\n"}
+
+
+def test_a_link_where_a_profile_file_should_be_is_refused() -> None:
+    layers = [
+        [Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml())],
+        [Entry(f"{ROOT}/default/manifests.yaml", kind="symlink", target="/etc/shadow")],
+    ]
+    files = apply(layers)
+    with pytest.raises(AirgapError, match="manifests.yaml is a symbolic link, not a file"):
+        select_profiles(files, None, "test image")
+
+
+def test_a_file_replacing_a_directory_hides_its_tree() -> None:
+    layers = [
+        [
+            Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml()),
+            Entry(f"{ROOT}/default/manifests.yaml", b"kind: X\n"),
+        ],
+        [Entry(ROOT, b"now a file")],
+    ]
+    assert apply(layers).files == {}
+
+
+@pytest.mark.parametrize(
+    ("blob", "media_type", "message"),
+    [
+        (b"\x1f\x8b\x08\x00garbage" * 10, "+gzip", "not gzip data"),
+        (gzip_bytes(b"x" * 100)[:-12], "+gzip", "truncated"),
+        (layer_tar([Entry("a", b"x" * 2000)])[:1100], "", "truncated tar"),
+        (b"\x01" * 512, "", "checksum"),
+        (b"abc", "+zstd", "zstandard"),
+        (b"abc", "+bzip2", "unsupported layer media type"),
+    ],
+)
+def test_broken_layers_are_one_clear_error(blob: bytes, media_type: str, message: str) -> None:
+    files = ImageFiles(wanted, "test image")
+    with pytest.raises(LayerError, match=message):
+        sink = files.layer("application/vnd.oci.image.layer.v1.tar" + media_type, "sha256:0")
+        sink.write(blob)
+        sink.finish()
+
+
+def test_oversized_profile_files_are_refused_before_being_read() -> None:
+    big = b"#" * (1024 * 1024 + 1)
+    with pytest.raises(LayerError, match="metadata.yaml is 1048577 bytes, over 1 MiB"):
+        apply([[Entry(f"{ROOT}/default/metadata.yaml", big)]])
+
+
+def test_only_profile_files_are_wanted() -> None:
+    assert wanted(f"{ROOT}/default/manifests.yaml") is not None
+    assert wanted(f"{ROOT}/default/metadata.yaml") is not None
+    assert wanted(f"{ROOT}/default/other.yaml") is None
+    assert wanted(f"{ROOT}/a/b/manifests.yaml") is None
+    assert wanted(f"{ROOT}/bad name/manifests.yaml") is None
+    assert wanted("usr/bin/manager") is None
+
+
+# --- metadata, contract, profiles ----------------------------------------------------
+
+
+def test_profile_metadata_is_parsed_strictly() -> None:
+    parsed = parse_profile_metadata(metadata_yaml().decode(), "m")
+    assert (parsed.name, parsed.install_order, parsed.ocp_platform) == (
+        "cluster-api-provider-test",
+        20,
+        "AWS",
+    )
+    assert parsed.self_image_ref == SELF_IMAGE_REF
+    assert dict(parsed.attributes) == {"type": "infrastructure", "version": "v2.8.1"}
+    for text, message in [
+        ("name: x\nreleaseSeries: []\n", "unknown key 'releaseSeries'"),
+        ("attributes: {}\n", "name: missing"),
+        ("name: x\ninstallOrder: -1\n", "installOrder"),
+        ("name: x\nattributes: {type: [1]}\n", "attributes"),
+        ("- a\n", "not a provider metadata document"),
+        ("name: [\n", "malformed YAML"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            parse_profile_metadata(text, "m")
+
+
+def test_contract_comes_from_the_crd_labels() -> None:
+    assert contract_from_manifests(manifests_yaml(SIDECAR).decode()) == "v1beta2"
+    both = manifests_yaml(SIDECAR, contract="v1beta1").decode() + "---\n" + (
+        manifests_yaml(SIDECAR, contract="v1beta2").decode()
+    )
+    assert contract_from_manifests(both) == "v1beta2"
+    assert contract_from_manifests("kind: ConfigMap\n") is None
+
+
+def test_profiles_default_first_and_self_image_substituted() -> None:
+    layers, expected = standard_layers(SIDECAR)
+    profiles = select_profiles(apply(layers), None, "img")
+    assert [p.name for p in profiles] == ["default", "aws"]
+    assert [p.name for p in select_profiles(apply(layers), ("aws",), "img")] == ["aws"]
+    with pytest.raises(AirgapError, match="no profile 'old'.*it has default, aws"):
+        select_profiles(apply(layers), ("old",), "img")
+    joined = joined_manifests(profiles, "quay.example/p@sha256:" + "2" * 64)
+    assert SELF_IMAGE_REF not in joined
+    assert joined.count("quay.example/p@sha256:") == 1
+    assert joined.endswith(expected.aws_manifests.decode())
+
+
+def test_spec_reads_image_providers(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    text = (
+        "providers:\n"
+        "- {name: cluster-api, type: core, version: v1.9.4}\n"
+        "- image: quay.io/openshift/capa@sha256:" + "a" * 64 + "\n"
+        "  profiles: [default, aws]\n"
+        "  type: infrastructure\n"
+    )
+    spec = parse_spec(text, path)
+    assert len(spec.providers) == 1
+    (entry,) = spec.image_providers
+    assert entry.image == "quay.io/openshift/capa@sha256:" + "a" * 64
+    assert entry.profiles == ("default", "aws")
+    assert entry.type is ProviderType.INFRASTRUCTURE
+    assert entry.where == f"{path}:3: providers[1]"
+    assert parse_spec("providers:\n- image: quay.io/x/y:v1\n", path).image_providers[0].profiles is None
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("- image: 'UPPER/x'\n", "spec.yaml:2: providers[0].image"),
+        ("- image: q.io/x:v1\n  profiles: []\n", "spec.yaml:3: providers[0].profiles: empty"),
+        ("- image: q.io/x:v1\n  profiles: [a/b]\n", "spec.yaml:3: providers[0].profiles[0]"),
+        ("- image: q.io/x:v1\n  profiles: [a, a]\n", "listed twice"),
+        ("- image: q.io/x:v1\n  url: https://x.example\n", "spec.yaml:3: providers[0].url: unknown"),
+        ("- image: q.io/x:v1\n  version: latest\n", "providers[0].version: invalid version"),
+        ("- image: q.io/x:v1\n  contract: beta\n", "providers[0].contract: invalid contract"),
+        ("- image: q.io/x:v1\n  type: cloud\n", "providers[0].type: unknown provider type"),
+    ],
+)
+def test_spec_errors_name_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec("providers:\n" + text, tmp_path / "spec.yaml")
+    assert needle in str(caught.value)
+
+
+# --- collect from a real registry ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def provider_image(
+    tmp_path_factory: pytest.TempPathFactory,
+    plain_registry: RegistryServer,
+    source_images: dict[str, TestImage],
+) -> tuple[TestImage, bytes, bytes]:
+    """The standard three-layer image (amd64) in an index with an arm64 image whose
+    manifests differ, pushed with skopeo; returns it with the amd64 default files."""
+    sidecar = source_images["sidecar"].digest_reference
+    layout = OciLayout(tmp_path_factory.mktemp("provider-image") / "layout")
+    layers, expected = standard_layers(sidecar)
+    amd = add_image(layout, layers)
+    arm_layer = [Entry(f"{ROOT}/default/manifests.yaml", b"kind: Arm\n")]
+    arm = add_image(layout, [*layers[:2], arm_layer], architecture="arm64")
+    index = layout.add_index([(amd, AMD64), (arm, ARM64)])
+    layout.tag("provider", index)
+    pushed = push_image(layout, "provider", plain_registry, "openshift/capt", "v2.8.1")
+    return pushed, expected.manifests, expected.metadata
+
+
+def collect(tmp_path: Path, spec_text: str, signing_key, *, expect_ok: bool = True):  # type: ignore[no-untyped-def]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text)
+    output = tmp_path / "bundle.tar"
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output)
+    if expect_ok:
+        assert result.returncode == 0, result.stderr
+    return result, output
+
+
+def test_collect_reads_the_image_and_carries_it(
+    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key, source_images
+) -> None:  # type: ignore[no-untyped-def]
+    image, manifests, _ = provider_image
+    _, bundle = collect(
+        tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key
+    )
+    manifest = read_head(bundle).manifest
+    (provider,) = manifest.providers
+    assert (provider.name, provider.type, provider.version, provider.contract) == (
+        "test",
+        "InfrastructureProvider",
+        "v2.8.1",
+        "v1beta2",
+    )
+    assert provider.image is not None
+    assert provider.image.reference == image.digest_reference
+    assert provider.image.profiles == ["default", "aws"]
+    assert (provider.image.name, provider.image.install_order) == ("cluster-api-provider-test", 20)
+    assert provider.image.ocp_platform == "AWS"
+    assert provider.image.self_image_ref == SELF_IMAGE_REF
+    # the image itself and what its manifests run travel in the bundle
+    carried = {i.reference: i for i in manifest.images}
+    assert image.digest_reference in carried
+    assert carried[image.digest_reference].digest == image.digest
+    assert source_images["sidecar"].digest_reference in carried
+    assert provider.images[0] == image.digest_reference
+    # the components are the amd64 default profile (then aws) with selfImageRef replaced
+    members = {m.name: m.data for m in _members(bundle)}
+    components = members[provider.components].decode()
+    expected = manifests.decode().replace(SELF_IMAGE_REF, image.digest_reference)
+    assert components.startswith(expected)
+    assert "kind: Arm" not in components and "stale" not in components
+    metadata = yaml.safe_load(members[provider.metadata])
+    assert metadata["releaseSeries"] == [{"major": 2, "minor": 8, "contract": "v1beta2"}]
+    verify = run_airgap("verify", bundle, "--key", signing_key.public)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    inspect = run_airgap("inspect", bundle, "--format", "json")
+    assert inspect.returncode == 0, inspect.stderr
+    assert image.digest_reference in inspect.stdout
+
+
+def test_collect_reads_the_platform_asked_for(
+    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key
+) -> None:  # type: ignore[no-untyped-def]
+    image, _, _ = provider_image
+    spec = (
+        "platforms: [linux/arm64]\n"
+        f"providers:\n- image: {image.digest_reference}\n  profiles: [default]\n"
+        "  contract: v1beta1\n"
+    )
+    _, bundle = collect(tmp_path, spec, signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    members = {m.name: m.data for m in _members(bundle)}
+    assert members[provider.components] == b"kind: Arm\n"
+    assert provider.contract == "v1beta1" and provider.image.profiles == ["default"]
+
+
+def test_collect_errors_name_the_spec_entry(
+    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key
+) -> None:  # type: ignore[no-untyped-def]
+    image, _, _ = provider_image
+    spec = f"providers:\n- image: {image.digest_reference}\n  profiles: [gcp]\n"
+    result, bundle = collect(tmp_path, spec, signing_key, expect_ok=False)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "spec.yaml:2: providers[0]" in lines[0] and "no profile 'gcp'" in lines[0]
+    assert not bundle.exists()
+    spec = f"providers:\n- image: {image.digest_reference}\n  type: core\n"
+    result, _ = collect(tmp_path, spec, signing_key, expect_ok=False)
+    assert "the spec says type CoreProvider" in result.stderr
+
+
+def _members(bundle: Path):  # type: ignore[no-untyped-def]
+    from tests.harness.tamper import read_members
+
+    return read_members(bundle)
+
+
+def _unused() -> None:  # keep imports honest for type checkers
+    _ = (json, subprocess, skopeo)
