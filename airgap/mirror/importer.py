@@ -152,14 +152,17 @@ class ImportResult:
 
 
 def verified_mappings(
-    bundle_path: Path, keys: list[Ed25519PublicKey] | None, options: ImportOptions
+    bundle_path: Path,
+    keys: list[Ed25519PublicKey] | None,
+    options: ImportOptions,
+    progress: Progress = QUIET,
 ) -> tuple[VerifiedBundle, list[Mapping]]:
     """Verify first (the same code path as ``airgap verify``), then map every image.
 
     Blobs are hashed as they are pushed, not here (unless ``reverify``): the blobs the
     target already holds are never read, which keeps a re-import fast without trusting
     anything but hashes."""
-    bundle = verify_bundle(bundle_path, keys, hash_blobs=options.reverify)
+    bundle = verify_bundle(bundle_path, keys, hash_blobs=options.reverify, progress=progress)
     manifest = bundle.require_verified()
     references = [image.reference for image in manifest.images]
     return bundle, map_images(references, options.target, keep_registry=options.keep_registry)
@@ -172,7 +175,7 @@ def run_import(
     progress: Progress = QUIET,
 ) -> ImportResult:
     started = time.monotonic()
-    bundle, mappings = verified_mappings(bundle_path, keys, options)
+    bundle, mappings = verified_mappings(bundle_path, keys, options, progress)
     manifest = bundle.require_verified()
     if options.dry_run:
         return ImportResult(bundle, mappings, None, time.monotonic() - started)

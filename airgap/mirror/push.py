@@ -9,7 +9,7 @@ digest in the target equals the source. Re-running pushes only what is missing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping as AnyMapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -67,22 +67,13 @@ class ImageTree:
 
 
 def load_tree(
-    bundle: VerifiedBundle,
-    mapping: Mapping,
-    digest: str,
-    media_type: str,
-    *,
-    push_tag: bool = True,
-    relied: AnyMapping[str, Manifest] | None = None,
+    bundle: VerifiedBundle, mapping: Mapping, digest: str, media_type: str, *, push_tag: bool = True
 ) -> ImageTree:
-    """An image's tree from the bundle; a manifest a delta relies on comes from
-    ``relied`` (read from the target by digest, ``mirror.supply``)."""
     manifests: list[Manifest] = []
     blobs: dict[str, Descriptor] = {}
 
     def visit(child_digest: str, child_type: str) -> None:
-        found = relied.get(child_digest) if relied else None
-        manifest = found or Manifest.from_bytes(bundle.read(blob_member(child_digest)), child_type)
+        manifest = Manifest.from_bytes(bundle.read(blob_member(child_digest)), child_type)
         for child in manifest.children():
             visit(child.digest, child.media_type)
         for blob in manifest.blobs():
@@ -91,6 +82,29 @@ def load_tree(
 
     visit(digest, media_type)
     return ImageTree(mapping, manifests, list(blobs.values()), push_tag)
+
+
+class _Metered:
+    """A blob's upload body that counts its bytes on the progress bar as they are handed
+    to the connection, chunk by chunk; a retry (the body read again from an offset, a
+    PATCH after a refused PUT) counts nothing twice."""
+
+    def __init__(
+        self, body: Callable[[int], Iterator[bytes]], progress: Progress, task: Task
+    ) -> None:
+        self._body = body
+        self._progress = progress
+        self._task = task
+        self.reported = 0
+
+    def __call__(self, offset: int = 0) -> Iterator[bytes]:
+        position = offset
+        for chunk in self._body(offset):
+            yield chunk
+            position += len(chunk)
+            if position > self.reported:
+                self._progress.advance(self._task, position - self.reported)
+                self.reported = position
 
 
 class Pusher:
@@ -104,11 +118,9 @@ class Pusher:
         concurrency: int = 8,
         progress: Progress = QUIET,
         blob_index: BlobIndex | None = None,
-        relied: AnyMapping[str, str] | None = None,
     ) -> None:
         self._registry = registry
         self._index = blob_index
-        self._relied = relied or {}  # a delta's needs: digest -> a repository holding it
         self._bundle = bundle
         self._concurrency = concurrency
         self._progress = progress
@@ -135,6 +147,7 @@ class Pusher:
             [partial(self._push_blob, d, sizes[d], repositories[d], task) for d in order],
             self._concurrency,
         )
+        self._progress.finish(task)
         run_parallel([partial(self._push_manifests, tree) for tree in todo], self._concurrency)
         run_parallel([partial(self._confirm, tree) for tree in todo], self._concurrency)
         return self.stats
@@ -178,27 +191,20 @@ class Pusher:
     def _push_blob(self, digest: str, size: int, repositories: list[str], task: Task) -> None:
         holder: str | None = None
         member = blob_member(digest)
+        body = _Metered(partial(self._bundle.stream, member), self._progress, task)
         what = f"blob {digest}"
         for repository in repositories:
             if self._registry.blob_size(repository, digest, what=what) is not None:
                 self.stats.add(blobs_skipped=1)
-            elif self._mount(repository, digest, holder or self._relied.get(digest), what):
+            elif self._mount(repository, digest, holder, what):
                 self.stats.add(blobs_mounted=1)
-            elif member not in self._bundle.members:
-                raise AirgapError(
-                    f"{what}: the bundle relies on the target for it (a delta), and "
-                    f"registry {self._registry.display_name} neither holds it in "
-                    f"{repository} nor mounts it there"
-                )
             else:
-                self._registry.upload_blob(
-                    repository, digest, size, partial(self._bundle.stream, member), what=what
-                )
+                self._registry.upload_blob(repository, digest, size, body, what=what)
                 self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
             holder = holder or repository
             if self._index is not None:
                 self._index.learn(digest, repository)
-        self._progress.advance(task, size)
+        self._progress.advance(task, size - body.reported)  # skipped, mounted: all at once
 
     def _mount(self, repository: str, digest: str, holder: str | None, what: str) -> bool:
         """Link the blob instead of uploading it: from the repository this import just put

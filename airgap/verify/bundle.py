@@ -32,6 +32,7 @@ from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.parts import parts_list_path, parts_signature_path
 from airgap.bundle.source import BundleSource, open_source
 from airgap.errors import BundleError, SignatureError
+from airgap.progress import QUIET, Progress
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
 from airgap.verify.content import check_layout, check_providers
@@ -132,7 +133,11 @@ class VerifiedBundle:
 
 
 def verify_bundle(
-    path: Path | BundleSource, keys: list[Ed25519PublicKey] | None, *, hash_blobs: bool = True
+    path: Path | BundleSource,
+    keys: list[Ed25519PublicKey] | None,
+    *,
+    hash_blobs: bool = True,
+    progress: Progress = QUIET,
 ) -> VerifiedBundle:
     """Scan, check the signature (unless ``keys`` is None: explicitly unsigned), then
     check the layout and providers against the verified members.
@@ -140,17 +145,21 @@ def verify_bundle(
     ``path`` names a bundle file or its parts (``airgap.bundle.source``); the returned
     bundle keeps the source open for reading. ``hash_blobs=False`` (import, configmaps)
     hashes every member but the layout's blobs; the image manifests among them are
-    hashed when the layout check reads them, the others when ``stream`` pushes them."""
+    hashed when the layout check reads them, the others when ``stream`` pushes them.
+    ``progress`` counts the bytes hashed (a terminal bar, or periodic lines)."""
     source = path if isinstance(path, BundleSource) else open_source(path)
     try:
-        return _verify(source, keys, hash_blobs)
+        return _verify(source, keys, hash_blobs, progress)
     except BaseException:
         source.close()
         raise
 
 
 def _verify(
-    source: BundleSource, keys: list[Ed25519PublicKey] | None, hash_blobs: bool
+    source: BundleSource,
+    keys: list[Ed25519PublicKey] | None,
+    hash_blobs: bool,
+    progress: Progress = QUIET,
 ) -> VerifiedBundle:
     path = source.path
 
@@ -162,7 +171,7 @@ def _verify(
             _check_parts_list(source, scanned, keys)
         return keys is None or scanned.signer is not None
 
-    result = scan(source, hash_blobs=hash_blobs, authenticate=authenticate)
+    result = scan(source, hash_blobs=hash_blobs, authenticate=authenticate, progress=progress)
     if result.authenticated:
         _name_damaged_parts(source, result)
     signer = result.signer

@@ -37,6 +37,7 @@ from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import BLOCK, TarEntry, TarFormatError, TarReader, TarTruncated
 from airgap.errors import BundleError
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
+from airgap.progress import QUIET, Progress
 from airgap.verify.findings import Failure, printable
 
 READ_SIZE = 1 << 20
@@ -126,17 +127,32 @@ class _HashPool:
     so failures are reported in tar order."""
 
     def __init__(
-        self, source: BundleSource, result: ScanResult, workers: int, *, hash_blobs: bool
+        self,
+        source: BundleSource,
+        result: ScanResult,
+        workers: int,
+        *,
+        hash_blobs: bool,
+        progress: Progress = QUIET,
     ) -> None:
         self._source = source
         self._result = result
         self._hash_blobs = hash_blobs
+        self._progress = progress
+        self._task = progress.task("verifying", source.size)
+        self._totalled = False
         self._executor = ThreadPoolExecutor(max_workers=workers)
         self._pending: deque[tuple[TarEntry, FileRecord, Future[tuple[str, int]]]] = deque()
         self._limit = workers * 4
         self._local = threading.local()
 
     def submit(self, info: TarEntry, record: FileRecord) -> None:
+        if not self._totalled and self._result.manifest is not None:
+            # what will be hashed, now that the (authenticated) manifest says
+            self._totalled = True
+            files = self._result.manifest.files
+            hashed = (r.size for r in files if self._hash_blobs or not _BLOB_RE.match(r.path))
+            self._progress.total(self._task, sum(hashed))
         if not self._hash_blobs and _BLOB_RE.match(info.name):
             # import hashes blob bytes while it streams them, and needs none at all of
             # the blobs the target already holds: here they are only located
@@ -152,6 +168,7 @@ class _HashPool:
         while self._pending:
             self._finish_one()
         self._executor.shutdown()
+        self._progress.finish(self._task)
 
     def _buffer(self) -> memoryview:
         buffer: memoryview | None = getattr(self._local, "buffer", None)
@@ -171,6 +188,7 @@ class _HashPool:
             hasher.update(buffer[:got])
             offset += got
             remaining -= got
+            self._progress.advance(self._task, got)
         return hasher.hexdigest(), size - remaining
 
     def _finish_one(self) -> None:
@@ -190,7 +208,11 @@ def _read_small(reader: TarReader, info: TarEntry) -> bytes:
 
 
 def scan(
-    path: Path | BundleSource, *, hash_blobs: bool = True, authenticate: Authenticate | None = None
+    path: Path | BundleSource,
+    *,
+    hash_blobs: bool = True,
+    authenticate: Authenticate | None = None,
+    progress: Progress = QUIET,
 ) -> ScanResult:
     """Scan the bundle ``path`` names (a file or its parts, or an open source);
     failures are collected, not raised, so a report can list everything wrong. Only a
@@ -200,14 +222,19 @@ def scan(
     only located: their users (import) hash them as they read them. ``authenticate``
     judges the manifest's bytes and signature before anything is parsed."""
     if isinstance(path, BundleSource):
-        return _scan(path, hash_blobs, authenticate)
+        return _scan(path, hash_blobs, authenticate, progress)
     with open_source(path) as source:
-        return _scan(source, hash_blobs, authenticate)
+        return _scan(source, hash_blobs, authenticate, progress)
 
 
-def _scan(source: BundleSource, hash_blobs: bool, authenticate: Authenticate | None) -> ScanResult:
+def _scan(
+    source: BundleSource,
+    hash_blobs: bool,
+    authenticate: Authenticate | None,
+    progress: Progress = QUIET,
+) -> ScanResult:
     result = ScanResult()
-    hashes = _HashPool(source, result, HASH_WORKERS, hash_blobs=hash_blobs)
+    hashes = _HashPool(source, result, HASH_WORKERS, hash_blobs=hash_blobs, progress=progress)
     expected: dict[str, FileRecord] = {}
     try:
         _walk_members(TarReader(source), source.path, result, hashes, expected, authenticate)

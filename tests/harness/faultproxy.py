@@ -97,6 +97,10 @@ class FaultProxy:
         self._connections: set[socket.socket] = set()
         # Client connections accepted so far: lets tests check keep-alive reuse.
         self.connections_accepted = 0
+        # Bytes per second for request and response bodies together, over every
+        # connection (None: as fast as it goes): a transfer that takes a while.
+        self.rate: float | None = None
+        self._next_slot = 0.0
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -110,6 +114,18 @@ class FaultProxy:
             daemon=True,
         )
         self._thread.start()
+
+    def throttle(self, size: int) -> None:
+        """Wait until ``size`` more body bytes fit under ``rate``."""
+        rate = self.rate
+        if not rate:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next_slot)
+            self._next_slot = start + size / rate
+            wait = self._next_slot - now
+        time.sleep(wait)
 
     # -- schedule -------------------------------------------------------------------------
 
@@ -269,6 +285,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                         if not data:
                             raise ConnectionError("client closed mid-chunk")
                         left -= len(data)
+                        proxy.throttle(len(data))
                         yield data
                     self.rfile.readline(3)  # CRLF after the chunk
             else:
@@ -278,6 +295,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     if not data:
                         raise ConnectionError("client closed mid-body")
                     left -= len(data)
+                    proxy.throttle(len(data))
                     yield data
 
         # -- dispatch -----------------------------------------------------------------------
@@ -412,6 +430,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 data = response.read(CHUNK)
                 if not data:
                     break
+                proxy.throttle(len(data))
                 if stream_chunked:
                     self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
                 else:
