@@ -206,6 +206,31 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Bundle file to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing bundle file.")
+@click.option(
+    "--part-size",
+    metavar="SIZE",
+    help="Write the bundle as parts NAME.000, NAME.001, ... of at most SIZE (4GiB, 700MiB, "
+    "bytes, or fat32, dvd, bd) plus a signed NAME.parts.json; cat joins them.",
+)
+@click.option(
+    "--base",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A bundle (or its airgap-bundle.json) already imported on the far side: write a "
+    "delta carrying only the manifests and blobs it does not hold.",
+)
+@click.option(
+    "--base-key",
+    "base_keys",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Public key the base must be signed with (repeatable; default: not checked).",
+)
+@click.option(
+    "--have",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A have-list (airgap status --export-have) of what the far side's registry "
+    "holds: write a delta carrying only the rest.",
+)
 @authfile_option
 @format_option("The summary on stdout; json: inspect --format json's keys, bundle and duration.")
 @debug_option
@@ -216,21 +241,39 @@ def keygen(private_key: Path, force: bool) -> int:
     type=click.IntRange(1, 64),
     help="Parallel image downloads.",
 )
+@click.option(
+    "--no-signatures",
+    is_flag=True,
+    help="Do not look for (or carry) the images' cosign signatures, attestations and SBOMs.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def collect(
     spec: Path,
     sign_key: Path,
     output: Path,
     force: bool,
+    part_size: str | None,
+    base: Path | None,
+    base_keys: tuple[Path, ...],
+    have: Path | None,
     authfile: Path | None,
     fmt: str,
     concurrency: int,
     quiet: bool,
+    no_signatures: bool,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
+    from airgap.bundle.parts import parse_part_size
+
+    size = parse_part_size(part_size) if part_size is not None else None
+    from airgap.collect.base import load_holdings
     from airgap.collect.collector import collect as run_collect
     from airgap.verify.report import inventory_json
 
+    if base_keys and base is None:
+        raise InputError("--base-key needs --base")
+    keys = [load_public_key(path) for path in base_keys] if base_keys else None
+    holdings = load_holdings(base, keys, have)
     with Progress.for_terminal(quiet) as progress:
         result = run_collect(
             spec,
@@ -239,7 +282,10 @@ def collect(
             concurrency=concurrency,
             progress=progress,
             overwrite=force,
+            part_size=size,
+            holdings=holdings,
             authfile=authfile,
+            signatures=not no_signatures,
         )
     manifest = result.manifest
     if fmt == "json":
@@ -248,14 +294,44 @@ def collect(
             **inventory_json(manifest),
             "duration_seconds": round(result.seconds, 3),
         }
+        if size is not None:
+            document["parts"] = _parts_json(result.output)
         click.echo(json.dumps(document, indent=2))
     elif not quiet:
+        delta = ""
+        if manifest.delta is not None:
+            delta = (
+                f" (a delta: relies on {len(manifest.needs)} manifests and blobs, "
+                f"{human_size(result.skipped_bytes)}, the far side holds)"
+            )
         click.echo(
-            f"wrote {result.output}: {len(manifest.providers)} providers, "
-            f"{len(manifest.images)} images, {human_size(manifest.total_size)} "
+            f"wrote {_written(result.output, size)}: {len(manifest.providers)} providers, "
+            f"{len(manifest.images)} images, {human_size(manifest.total_size)}{delta} "
             f"in {result.seconds:.1f}s"
         )
     return 0
+
+
+def _parts_json(output: Path) -> list[dict[str, object]]:
+    """The parts of a split bundle just written: path and size of each."""
+    from airgap.bundle.source import open_source
+
+    with open_source(output) as source:
+        return [{"path": str(part.path), "size": part.size} for part in source.parts]
+
+
+def _written(output: Path, part_size: int | None) -> str:
+    """``NAME.tar``, or ``NAME.tar.000 … NAME.tar.006 (7 parts) and NAME.tar.parts.json``."""
+    if part_size is None:
+        return str(output)
+    from airgap.bundle.parts import parts_list_path
+
+    parts = _parts_json(output)
+    last = Path(str(parts[-1]["path"])).name
+    return (
+        f"{parts[0]['path']} … {last} ({len(parts)} parts of at most {human_size(part_size)}) "
+        f"and {parts_list_path(output).name}"
+    )
 
 
 @cli.command(short_help="Show what a bundle holds, without verifying it.")
@@ -271,14 +347,17 @@ def collect(
 @click.option("--wide", is_flag=True, help="Full digests and references in tables.")
 def inspect(bundle: Path, fmt: str, wide: bool) -> int:
     """Show what a bundle holds (read from its manifest; run verify to check it)."""
+    from airgap.bundle.source import open_source
     from airgap.verify.report import inventory_json, inventory_tables
 
-    manifest = read_head(bundle).manifest
+    with open_source(bundle) as source:  # the file, or its parts NAME.000, NAME.001, ...
+        manifest = read_head(source).manifest
+        parts = f" ({len(source.parts)} parts)" if source.split else ""
     if fmt == "json":
         click.echo(json.dumps(inventory_json(manifest), indent=2))
         return 0
     click.echo(
-        f"{bundle}: created {manifest.created} by airgap {manifest.tool_version}, "
+        f"{bundle}{parts}: created {manifest.created} by airgap {manifest.tool_version}, "
         f"{len(manifest.providers)} providers, {len(manifest.images)} images, "
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
@@ -337,7 +416,6 @@ def key_options(function: Callable[..., int]) -> Callable[..., int]:
     help="Print an inventory document instead of the report.",
 )
 @click.option("--wide", is_flag=True, help="Full digests and references in tables.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def verify(
     bundle: Path,
     keys: tuple[Path, ...],
@@ -346,7 +424,6 @@ def verify(
     fmt: str,
     sbom: str | None,
     wide: bool,
-    quiet: bool,
 ) -> int:
     """Verify a bundle: signature, every digest, tar safety, providers and policy."""
     from airgap.verify import policy as policy_rules
@@ -356,8 +433,7 @@ def verify(
 
     trusted = load_trusted_keys(keys, no_signature)
     rules = policy_rules.load_policy(policy) if policy else None
-    with Progress.for_terminal(quiet) as progress:
-        verified = verify_bundle(bundle, trusted, progress=progress)
+    verified = verify_bundle(bundle, trusted)
     results = policy_rules.evaluate(rules, verified.manifest) if rules and verified.manifest else []
     report = Report(verified, results, signature_checked=trusted is not None)
     if sbom:
@@ -589,6 +665,12 @@ def import_(
     show_default=True,
     help="Conditions as a table or as JSON.",
 )
+@click.option(
+    "--export-have",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a have-list of the digests the registry holds of the bundle's "
+    "images, for collect --have on the connected side (small, unsigned).",
+)
 def status(
     bundle: Path,
     keys: tuple[Path, ...],
@@ -604,11 +686,12 @@ def status(
     cert_dir: Path | None,
     concurrency: int,
     fmt: str,
+    export_have: Path | None,
 ) -> int:
     """Available, Progressing and Degraded: whether REGISTRY holds every image of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
     when Available and not Degraded, 1 otherwise."""
-    from airgap.mirror.importer import ImportOptions, run_status
+    from airgap.mirror.importer import ImportOptions, status_and_have
     from airgap.mirror.mapping import Target
     from airgap.mirror.status import status_text
 
@@ -624,7 +707,13 @@ def status(
         authfile=authfile,
         cert_dir=cert_dir,
     )
-    result = run_status(bundle, trusted, options)
+    result, listed = status_and_have(bundle, trusted, options, export_have)
+    if export_have is not None and listed is not None:
+        click.echo(
+            f"airgap: wrote {export_have}: {listed.digests} digests of "
+            f"{len(listed.repositories)} repositories",
+            err=True,
+        )
     if fmt == "json":
         document = {"bundle": str(bundle), "registry": str(options.target), **result.to_json()}
         click.echo(json.dumps(document, indent=2))

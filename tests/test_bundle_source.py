@@ -49,7 +49,7 @@ def test_part_sizes_parse_units_and_presets() -> None:
     assert parse_part_size("fat32") == PRESETS["fat32"] == (4 << 30) - 1
     assert parse_part_size("DVD") == 4_700_372_992
     assert parse_part_size("bd") == 25_025_314_816
-    for bad in ("", "4 parsecs", "-1", "1KiB", "0", "1.5"):
+    for bad in ("", "4 parsecs", "-1", "1KiB", "0", "1.5", "16383"):
         with pytest.raises(InputError):
             parse_part_size(bad)
     assert part_sizes(10, 4) == [4, 4, 2]

@@ -25,18 +25,19 @@ from pathlib import Path
 from airgap import jsonsafe
 from airgap.errors import BundleError, InputError
 from airgap.jsonsafe import Fields, JSONShapeError
+from airgap.limits import describe_size
 
 PARTS_FORMAT = 1
 PARTS_KIND = "airgap-bundle-parts"
 PARTS_SUFFIX = ".parts.json"
 SIGNATURE_SUFFIX = ".sig"
 MIN_DIGITS = 3
-# 100,000 parts of the smallest part size (1 MiB) is ~100 GB: room for anything real,
-# and a bound on what a hostile list can make airgap open.
+# 100,000 parts: 400 TB of 4 GiB parts, and a bound on how many files a hostile parts
+# list can make airgap open.
 MAX_PARTS = 100_000
 MAX_PARTS_LIST_BYTES = 16 << 20
-# The smallest part: a tar block is 512 bytes; smaller parts are only ever a mistake.
-MIN_PART_SIZE = 1 << 20
+# The smallest part: anything smaller is a mistake (a forgotten unit), not a medium.
+MIN_PART_SIZE = 16 << 10
 
 # Media presets: the largest file each one holds.
 PRESETS = {
@@ -80,7 +81,10 @@ def parse_part_size(text: str) -> int:
         )
     size = int(Fraction(match.group(1)) * unit)  # exact: 4.7GB is 4,700,000,000
     if size < MIN_PART_SIZE:
-        raise InputError(f"--part-size {text!r} is {size} bytes; parts are at least 1 MiB")
+        raise InputError(
+            f"--part-size {text!r} is {size} bytes; parts are at least "
+            f"{describe_size(MIN_PART_SIZE)}"
+        )
     return size
 
 

@@ -5,21 +5,112 @@ signed manifest, the signature and the whole tar layout are computed first; blob
 then downloaded straight into their slots in the output file (``pwrite``, in parallel),
 written once, never staged and copied. Small members are written inline; files on disk
 are copied in-kernel. The tar is a temporary file until it is complete.
+
+A split bundle (``collect --part-size``) is the same tar written into consecutive part
+files (``airgap.bundle.parts``): every write goes to the part, or the parts, holding its
+offsets, so no part ever grows past the part size and ``cat`` of the parts is the
+single-file bundle byte for byte. The parts are hashed once complete (which also reads
+back what landed on the medium) and described by the signed parts list, written last.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
 import os
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
+from airgap.bundle.parts import (
+    MAX_PARTS,
+    PartRecord,
+    PartsList,
+    part_name,
+    part_sizes,
+    parts_list_path,
+    parts_signature_path,
+    split_part_name,
+)
+from airgap.bundle.source import ensure_descriptors
+from airgap.errors import InputError
+from airgap.fsutil import atomic_writer, write_atomic
 
 BLOCK = tarfile.BLOCKSIZE
 END_OF_ARCHIVE = b"\0" * (BLOCK * 2)
+
+
+class Sink:
+    """Where the bundle's bytes go: one file, or consecutive part files (``spans``
+    says which descriptor holds which offsets, like ``BundleSource.spans``)."""
+
+    def __init__(
+        self, fds: Sequence[int], sizes: Sequence[int], names: Sequence[Path] = ()
+    ) -> None:
+        self._fds = list(fds)
+        self._sizes = list(sizes)
+        self._names = {fd: path for fd, path in zip(fds, names, strict=False)}
+        self._starts = [sum(self._sizes[:i]) for i in range(len(self._sizes))]
+        self.size = sum(self._sizes)
+
+    @classmethod
+    def single(cls, fd: int, size: int) -> Sink:
+        return cls([fd], [size])
+
+    def spans(self, offset: int, length: int) -> Iterator[tuple[int, int, int]]:
+        """``(descriptor, offset in that file, length)`` covering ``length`` bytes from
+        ``offset``; bytes past the end of the bundle are refused, never spilled."""
+        if offset < 0 or offset + length > self.size:
+            raise OSError(errno.EFBIG, f"bytes {offset}+{length} are outside the bundle")
+        for index, start in enumerate(self._starts):
+            end = start + self._sizes[index]
+            if length <= 0:
+                return
+            if offset >= end:
+                continue
+            piece = min(end, offset + length) - offset
+            yield self._fds[index], offset - start, piece
+            offset += piece
+            length -= piece
+
+    def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
+        """Write all of ``data`` at ``offset`` (safe from many threads at once)."""
+        view = memoryview(data)
+        done = 0
+        for fd, position, length in self.spans(offset, len(view)):
+            end = done + length
+            with self.naming(fd):
+                while done < end:
+                    written = os.pwrite(fd, view[done:end], position)
+                    done += written
+                    position += written
+
+    def allocate(self) -> None:
+        """Give every file its final size (sparse: no block is written yet)."""
+        for fd, size in zip(self._fds, self._sizes, strict=True):
+            with self.naming(fd):
+                os.ftruncate(fd, size)
+
+    @contextlib.contextmanager
+    def naming(self, fd: int) -> Iterator[None]:
+        """An OSError while writing ``fd`` names its file (which part was too large for
+        the medium, say), not whichever file a caller happens to be closing."""
+        try:
+            yield
+        except OSError as exc:
+            path = self._names.get(fd)
+            if path is None or exc.filename is not None or exc.errno is None:
+                raise
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+
+
+def _as_sink(target: int | Sink, size: int) -> Sink:
+    return Sink.single(target, size) if isinstance(target, int) else target
 
 
 @dataclass(frozen=True)
@@ -88,50 +179,65 @@ class TarPlan:
             if m.data is None and m.path is None
         ]
 
-    def write_skeleton(self, fd: int) -> None:
-        """Size the file, write every header, inline and on-disk member, and the end."""
-        os.ftruncate(fd, self.total_size)
+    def write_skeleton(self, target: int | Sink) -> None:
+        """Size the file (or parts), write every header, inline and on-disk member, and
+        the end."""
+        sink = _as_sink(target, self.total_size)
+        sink.allocate()
         for offset, header, member in self.members:
-            os.pwrite(fd, header, offset - len(header))
+            sink.pwrite(header, offset - len(header))
             if member.data is not None:
-                os.pwrite(fd, member.data, offset)
+                sink.pwrite(member.data, offset)
             elif member.path is not None:
-                _copy_into(fd, member.path, offset, member.size)
-        os.pwrite(fd, END_OF_ARCHIVE, self.total_size - len(END_OF_ARCHIVE))
+                _copy_into(sink, member.path, offset, member.size)
+        sink.pwrite(END_OF_ARCHIVE, self.total_size - len(END_OF_ARCHIVE))
 
 
-def _copy_into(fd: int, path: Path, offset: int, size: int) -> None:
-    """Copy ``size`` bytes of ``path`` to ``offset`` of ``fd``, in-kernel where possible."""
+def _copy_into(sink: Sink, path: Path, offset: int, size: int) -> None:
+    """Copy ``size`` bytes of ``path`` to ``offset`` of the bundle, in-kernel where
+    possible (per part, when the bytes cross into the next one)."""
     with path.open("rb") as source:
         done = 0
-        try:
-            while done < size:
-                copied = os.copy_file_range(source.fileno(), fd, size - done, done, offset + done)
-                if copied == 0:
-                    break
-                done += copied
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                raise
-        source.seek(done)
-        while done < size:
-            chunk = source.read(min(1 << 20, size - done))
-            if not chunk:
-                raise OSError(f"{path} shrank while being written into the bundle")
-            os.pwrite(fd, chunk, offset + done)
-            done += len(chunk)
+        for fd, position, length in sink.spans(offset, size):
+            with sink.naming(fd):
+                done = _copy_span(source, fd, done, position, length, path)
+
+
+def _copy_span(source: BinaryIO, fd: int, done: int, position: int, length: int, path: Path) -> int:
+    """Copy ``length`` bytes from ``done`` of ``source`` to ``position`` of ``fd``."""
+    copied = 0
+    try:
+        while copied < length:
+            got = os.copy_file_range(
+                source.fileno(), fd, length - copied, done + copied, position + copied
+            )
+            if got == 0:
+                break
+            copied += got
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+    source.seek(done + copied)
+    while copied < length:
+        chunk = source.read(min(1 << 20, length - copied))
+        if not chunk:
+            raise OSError(f"{path} shrank while being written into the bundle")
+        os.pwrite(fd, chunk, position + copied)
+        copied += len(chunk)
+    return done + copied
 
 
 class RegionWriter:
     """A file-like window onto one region of the output file, for streamed downloads.
 
     Writes land at the region's offset with ``pwrite`` (safe from many threads on one
-    descriptor); ``seek(0)``/``truncate()`` restart it for a retried download, and a
-    byte past the region's end is refused rather than spilling into the next member.
+    descriptor), in the part or parts holding it; ``seek(0)``/``truncate()`` restart it
+    for a retried download, and a byte past the region's end is refused rather than
+    spilling into the next member.
     """
 
-    def __init__(self, fd: int, region: Region) -> None:
-        self._fd = fd
+    def __init__(self, target: int | Sink, region: Region) -> None:
+        self._sink = _as_sink(target, region.offset + region.size)
         self._region = region
         self._position = 0
 
@@ -151,11 +257,96 @@ class RegionWriter:
                 errno.EFBIG,
                 f"{self._region.name}: more bytes than the {self._region.size} expected",
             )
-        written = 0
-        view = memoryview(data)
-        while written < len(view):
-            written += os.pwrite(
-                self._fd, view[written:], self._region.offset + self._position + written
-            )
+        self._sink.pwrite(data, self._region.offset + self._position)
         self._position = end
         return len(data)
+
+
+# -- writing a bundle, whole or in parts -------------------------------------------------
+
+Fill = Callable[[Sink, list[Region]], None]  # downloads the deferred members into place
+
+
+def write_bundle(plan: TarPlan, output: Path, fill: Fill) -> None:
+    """The bundle at ``output`` as one file, renamed into place when complete."""
+    with atomic_writer(output) as out:
+        sink = Sink([out.fileno()], [plan.total_size], [output])
+        plan.write_skeleton(sink)
+        fill(sink, plan.regions())
+
+
+def check_parts_output(output: Path, *, overwrite: bool) -> None:
+    """Refuse to write parts over an earlier split bundle unless ``overwrite``."""
+    existing = [p for p in (part_name(output, 0), parts_list_path(output)) if p.exists()]
+    if existing and not overwrite:
+        raise InputError(
+            f"{existing[0]} already exists; refusing to overwrite a bundle (use --force)"
+        )
+
+
+def write_parts(
+    plan: TarPlan,
+    output: Path,
+    part_size: int,
+    fill: Fill,
+    *,
+    manifest: bytes,
+    sign: Callable[[bytes], bytes],
+) -> list[Path]:
+    """The bundle as ``output.000``, ``output.001``, … of ``part_size`` bytes (the last
+    one shorter), then the signed parts list. Each part is a temporary file until every
+    part is complete and hashed; the list is written last, so a set with its list is a
+    whole set. An earlier bundle of the same name (one file, or more parts) is
+    removed: its parts would otherwise be read with the new ones."""
+    sizes = part_sizes(plan.total_size, part_size)
+    if len(sizes) > MAX_PARTS:
+        raise InputError(
+            f"--part-size {part_size} would cut the {plan.total_size}-byte bundle into "
+            f"{len(sizes)} parts, more than {MAX_PARTS}: choose a larger part size"
+        )
+    ensure_descriptors(len(sizes))
+    paths = [part_name(output, index) for index in range(len(sizes))]
+    with contextlib.ExitStack() as stack:
+        handles = [stack.enter_context(atomic_writer(path)) for path in paths]
+        sink = Sink([h.fileno() for h in handles], sizes, paths)
+        plan.write_skeleton(sink)
+        fill(sink, plan.regions())
+        records = _hash_parts([h.fileno() for h in handles], sizes)
+    _remove_stale(output, len(sizes))
+    listed = PartsList(output.name, plan.total_size, part_size, _sha256(manifest), records)
+    data = listed.to_bytes()
+    write_atomic(parts_signature_path(output), sign(data))
+    write_atomic(parts_list_path(output), data)
+    return paths
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _hash_parts(fds: list[int], sizes: list[int]) -> list[PartRecord]:
+    """Each part's sha256, read back from the files just written, parts in parallel."""
+
+    def digest(fd: int, size: int) -> PartRecord:
+        hasher = hashlib.sha256()
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+            if not chunk:
+                raise OSError(errno.EIO, "a part is shorter than it was written")
+            hasher.update(chunk)
+            offset += len(chunk)
+        return PartRecord(size, hasher.hexdigest())
+
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        return list(pool.map(digest, fds, sizes))
+
+
+def _remove_stale(output: Path, count: int) -> None:
+    """Parts past ``count`` and a single-file bundle of the same name, from an earlier
+    collect that ``--force`` overwrites."""
+    output.unlink(missing_ok=True)
+    for sibling in output.parent.glob(f"{output.name}.*"):
+        found = split_part_name(sibling)
+        if found is not None and found[0].name == output.name and found[1] >= count:
+            sibling.unlink(missing_ok=True)

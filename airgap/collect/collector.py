@@ -33,14 +33,21 @@ from airgap.bundle.format import (
     ProviderRecord,
     blob_member,
 )
-from airgap.bundle.writer import PlannedMember, TarPlan
+from airgap.bundle.writer import (
+    PlannedMember,
+    Region,
+    Sink,
+    TarPlan,
+    check_parts_output,
+    write_bundle,
+    write_parts,
+)
 from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
-from airgap.fsutil import atomic_writer
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.progress import QUIET, Progress
@@ -77,6 +84,7 @@ def collect(
     concurrency: int = 8,
     progress: Progress = QUIET,
     overwrite: bool = False,
+    part_size: int | None = None,
     holdings: Holdings | None = None,
     authfile: Path | None = None,
     signatures: bool = True,
@@ -86,6 +94,8 @@ def collect(
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
     output = output.absolute()
     check_output(output, overwrite=overwrite)
+    if part_size is not None:  # a split bundle: NAME.tar.000, ...
+        check_parts_output(output, overwrite=overwrite)
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
@@ -123,10 +133,16 @@ def collect(
             data = manifest.to_bytes()
             _refuse_what_verify_would(data, members)
             plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
-            with atomic_writer(output) as out:
-                plan.write_skeleton(out.fileno())
-                regions = {_digest_of(r.name): r for r in plan.regions()}
-                copier.download(images, regions, out.fileno())
+
+            def fill(sink: Sink, regions: list[Region]) -> None:
+                copier.download(images, {_digest_of(r.name): r for r in regions}, sink)
+
+            if part_size is None:
+                write_bundle(plan, output, fill)
+            else:
+                write_parts(
+                    plan, output, part_size, fill, manifest=data, sign=lambda b: sign(key, b)
+                )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         interrupt.untrack(staging)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from airgap.bundle.format import ArtifactRecord
-from airgap.bundle.writer import Region, RegionWriter
+from airgap.bundle.writer import Region, RegionWriter, Sink
 from airgap.errors import AirgapError
 from airgap.limits import MAX_CONFIG_BYTES
 from airgap.oci import Descriptor, Manifest, config_platform, filter_index
@@ -203,7 +203,9 @@ class ImageCopier:
             fetched = image.registry.get_manifest(image.repository, child.digest, what=image.what)
             self._gather(image, fetched)
 
-    def download(self, images: list[ResolvedImage], regions: dict[str, Region], fd: int) -> None:
+    def download(
+        self, images: list[ResolvedImage], regions: dict[str, Region], fd: int | Sink
+    ) -> None:
         """Stream every blob that has a region into it (each digest once)."""
         jobs: dict[str, _BlobJob] = {}
         for image in images:
