@@ -366,6 +366,40 @@ def inspect(bundle: Path, fmt: str, wide: bool) -> int:
     return 0
 
 
+@cli.command("diff", short_help="Show what changed between two bundles.")
+@click.argument("old", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("new", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Trusted Ed25519 public key: both signatures must verify (repeatable; "
+    "default: not checked).",
+)
+@format_option("The differences as tables or as JSON.")
+@click.option("--wide", is_flag=True, help="Full digests and references in tables.")
+def diff_(old: Path, new: Path, keys: tuple[Path, ...], fmt: str, wide: bool) -> int:
+    """Providers added, removed or upgraded (with contract changes), images added,
+    removed or at another digest, and the blobs and bytes NEW has that OLD lacks. Reads
+    only the signed manifests (bundles, split parts, delta bundles, or an extracted
+    airgap-bundle.json); exit 0 whatever differs."""
+    from airgap.bundle.diff import Side, diff, diff_text
+    from airgap.bundle.manifestfile import load_manifest
+
+    trusted = [load_public_key(path) for path in keys] if keys else None
+    sides = []
+    for label, path in (("old", old), ("new", new)):
+        signed = load_manifest(path, trusted, what=f"{label} bundle")
+        sides.append(Side(str(path), signed.digest, signed.manifest, signed.signer))
+    result = diff(*sides)
+    if fmt == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(diff_text(result, wide=wide))
+    return 0
+
+
 def load_trusted_keys(keys: tuple[Path, ...], no_signature: bool) -> list[Ed25519PublicKey] | None:
     """Trusted keys, or None when the user explicitly opted out of signature checks."""
     if keys and no_signature:

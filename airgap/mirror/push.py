@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -67,13 +68,22 @@ class ImageTree:
 
 
 def load_tree(
-    bundle: VerifiedBundle, mapping: Mapping, digest: str, media_type: str, *, push_tag: bool = True
+    bundle: VerifiedBundle,
+    mapping: Mapping,
+    digest: str,
+    media_type: str,
+    *,
+    push_tag: bool = True,
+    relied: AnyMapping[str, Manifest] | None = None,
 ) -> ImageTree:
+    """An image's tree from the bundle; a manifest a delta relies on comes from
+    ``relied`` (read from the target by digest, ``mirror.supply``)."""
     manifests: list[Manifest] = []
     blobs: dict[str, Descriptor] = {}
 
     def visit(child_digest: str, child_type: str) -> None:
-        manifest = Manifest.from_bytes(bundle.read(blob_member(child_digest)), child_type)
+        found = relied.get(child_digest) if relied else None
+        manifest = found or Manifest.from_bytes(bundle.read(blob_member(child_digest)), child_type)
         for child in manifest.children():
             visit(child.digest, child.media_type)
         for blob in manifest.blobs():
@@ -118,9 +128,11 @@ class Pusher:
         concurrency: int = 8,
         progress: Progress = QUIET,
         blob_index: BlobIndex | None = None,
+        relied: AnyMapping[str, str] | None = None,
     ) -> None:
         self._registry = registry
         self._index = blob_index
+        self._relied = relied or {}  # a delta's needs: digest -> a repository holding it
         self._bundle = bundle
         self._concurrency = concurrency
         self._progress = progress
@@ -196,8 +208,14 @@ class Pusher:
         for repository in repositories:
             if self._registry.blob_size(repository, digest, what=what) is not None:
                 self.stats.add(blobs_skipped=1)
-            elif self._mount(repository, digest, holder, what):
+            elif self._mount(repository, digest, holder or self._relied.get(digest), what):
                 self.stats.add(blobs_mounted=1)
+            elif member not in self._bundle.members:
+                raise AirgapError(
+                    f"{what}: the bundle relies on the target for it (a delta), and "
+                    f"registry {self._registry.display_name} neither holds it in "
+                    f"{repository} nor mounts it there"
+                )
             else:
                 self._registry.upload_blob(repository, digest, size, body, what=what)
                 self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
