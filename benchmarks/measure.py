@@ -257,6 +257,53 @@ def raw_ingest(
     return Sample(elapsed, 0, curl_cpu, servers)
 
 
+def raw_download(
+    registry: RegistryServer,
+    repositories: dict[str, str],
+    sizes: dict[str, int],
+    parallel: int,
+    env: dict[str, str],
+    workdir: Path,
+    output: Path,
+) -> Sample:
+    """The raw download limit, measured as the ingest limit is: one ``curl --parallel
+    --parallel-max P`` GETs every blob (digest -> a repository holding it), largest
+    first, its output written into one new file as collect writes its bundle (curl
+    interleaves the transfers' bytes; only their number matters). The file must end up
+    holding every byte, so no failed or short transfer counts as speed."""
+    order = sorted(repositories, key=lambda digest: sizes[digest], reverse=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    base = f"http://{registry.host}/v2"
+    gets = [{"url": f"{base}/{repositories[digest]}/blobs/{digest}"} for digest in order]
+    config = _curl_config(workdir / "gets.cfg", gets)
+    output.unlink(missing_ok=True)
+    os.sync()
+    server = registry_pid(registry)
+    servers = process_cpu([server])
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    with output.open("wb") as sink:
+        subprocess.run(
+            [
+                *("curl", "-sS", "-f", "-g", "-K", str(config)),
+                *("--parallel", "--parallel-max", str(parallel)),
+            ],
+            stdout=sink,
+            env=env,
+            check=True,
+        )
+    elapsed = time.perf_counter() - started
+    servers = process_cpu([server]) - servers
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    written = output.stat().st_size
+    output.unlink()
+    expected = sum(sizes[digest] for digest in order)
+    if written != expected:
+        raise RuntimeError(f"raw download: {written} bytes written, {expected} expected")
+    return Sample(elapsed, 0, curl_cpu, servers)
+
+
 def registry_has_blobs(registry: RegistryServer, repository: str, digests: list[str]) -> bool:
     """Spot check (HEAD) that uploads landed: a benchmark of failed uploads is no limit."""
     for digest in digests:

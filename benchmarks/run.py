@@ -2,7 +2,7 @@
 """airgap benchmark: collect, import, re-import and verify against skopeo, openssl and
 the registry's raw ingest limit, on loopback registries this script starts itself.
 
-    .venv/bin/python benchmarks/run.py [--images 40] [--repeats 3] [--scale 1.0]
+    .venv/bin/python benchmarks/run.py [--images 40] [--repeats 3] [--layer-scale 1.0] [--scale]
                                        [--out bench-out/] [--quick] [--profile]
 
 Writes OUT/results.json, prints a table and (full runs) updates the Benchmark section
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import report  # noqa: E402
+from benchmarks import report, scale  # noqa: E402
 from benchmarks.measure import (  # noqa: E402
     Runner,
     Sample,
@@ -36,6 +36,7 @@ from benchmarks.measure import (  # noqa: E402
     fresh_registry,
     hermetic_env,
     machine_info,
+    raw_download,
     raw_ingest,
     recycle_pages,
     registry_has_blobs,
@@ -49,6 +50,7 @@ from benchmarks.workload import (  # noqa: E402
     ImageSet,
     PublishedProviders,
     Workload,
+    blob_repositories,
     publish_realistic,
 )
 from tests.harness import skopeo  # noqa: E402
@@ -126,7 +128,7 @@ class Bench:
         self.workload = Workload(
             self.out,
             images=args.images,
-            scale=args.scale,
+            scale=args.layer_scale,
             small_count=max(args.small_counts),
             big_size=args.big_mib * MIB,
             log=self.log,
@@ -353,7 +355,8 @@ class Bench:
             sample = self.runner.run_loop(pull, "collect-skopeo", watch=source)
             self.record("collect/skopeo", "collect", "skopeo copy loop", size, sample)
 
-        self.alternate(rep, airgap_collect, skopeo_collect)
+        # the raw download limit next to the collects, in the same memory state
+        self.alternate(rep, airgap_collect, skopeo_collect, lambda: self.raw_get(rep))
 
         with (
             fresh_registry(self.work / "target-airgap") as target_a,
@@ -415,6 +418,57 @@ class Bench:
         self.big(rep)
         self.linearity(rep)
 
+    def scale_run(self) -> None:
+        """Once, after the repetitions: collect, verify and a cold import of 2,000 images
+        (benchmarks/scale.py), for peak RSS against the 40-image run and time per byte."""
+        root = self.out / "scale-workload"
+        marker = root / "generated.json"
+        images, total = self.args.scale_images, int(self.args.scale_gib * GIB)
+        cached = json.loads(marker.read_text()) if marker.is_file() else {}
+        if cached.get("plan") == [images, total, scale.GENERATOR]:
+            scale_set = scale.ScaleSet(cached["references"], cached["bytes"], cached["blobs"])
+        else:
+            self.log(f"scale: generating {images} images (sparse, once, cached)")
+            marker.unlink(missing_ok=True)
+            scale_set = scale.generate(root / "registry" / "storage", images, total)
+            plan = {"plan": [images, total, scale.GENERATOR]}
+            marker.write_text(json.dumps({**plan, **scale_set.__dict__}))
+        need = scale.required_disk(scale_set.bytes)
+        free = scale.free_bytes(self.work)
+        if free < need:
+            raise SystemExit(
+                f"error: the scale run needs {need / GIB:.0f} GiB free in {self.work} "
+                f"(bundle and target registry), {free / GIB:.0f} GiB are"
+            )
+        self.settle()
+        source = RegistryServer(root / "registry", "plain")
+        try:
+            spec = self.out / "env" / "scale.yaml"
+            images = [f"  - {source.host}/{ref}" for ref in scale_set.references]
+            registries = ["registries:", f'  "{source.host}": {{plainHTTP: true}}']
+            spec.write_text("\n".join(["images:", *images, *registries]) + "\n")
+            bundle = self.work / "scale.tar"
+            size = scale_set.bytes
+            self.log(f"scale: {len(images)} images, {size / GIB:.1f} GiB of distinct blobs")
+            self.fresh_pages(size)
+            cmd = [*self.airgap, "collect", str(spec), "--sign-key", str(self.key)]
+            sample = self.runner.run(
+                [*cmd, "-o", str(bundle), "-q"], "scale-collect", watch=[registry_pid(source)]
+            )
+            self.record("scale-collect/airgap", "scale: collect", "airgap", size, sample)
+        finally:
+            source.stop()
+        sample = self.runner.run(self.verify(bundle), "scale-verify")
+        self.record("scale-verify/airgap", "scale: verify", "airgap", bundle.stat().st_size, sample)
+        with fresh_registry(self.work / "target-scale") as target:
+            self.cold()
+            self.fresh_pages(size)
+            sample = self.runner.run(
+                self.import_(bundle, target), "scale-import", watch=[registry_pid(target)]
+            )
+            self.record("scale-import/airgap", "scale: import", "airgap", size, sample)
+        bundle.unlink()
+
     def page_cache(self, size: int) -> None:
         """Calibration: writing as many bytes as the workload into a new file (dd, page
         cache only). On this VM freshly allocated memory is slow to touch, so this varies."""
@@ -449,6 +503,35 @@ class Bench:
             self.record(
                 f"raw/curl-x{parallel}",
                 "raw registry ingest",
+                f"curl --parallel x{parallel}",
+                size,
+                sample,
+            )
+
+    def raw_get(self, rep: int) -> None:
+        """The raw download limit: curl --parallel GETs of the main set's configs and
+        layers from the source registry into one new file, as collect writes its bundle
+        (same parallelisms and order as the ingest limit)."""
+        assert self.workload.registry is not None
+        if not hasattr(self, "blob_repositories"):
+            self.blob_repositories = blob_repositories(self.workload.layout, self.workload.main)
+        sizes = self.workload.main.layer_blobs
+        size = sum(sizes.values())
+        order = list(self.args.raw_parallel)
+        for parallel in order if rep % 2 == 0 else reversed(order):
+            self.fresh_pages(size)
+            sample = raw_download(
+                self.workload.registry,
+                self.blob_repositories,
+                sizes,
+                parallel,
+                self.env,
+                self.work / "raw",
+                self.work / "raw-download.bin",
+            )
+            self.record(
+                f"rawget/curl-x{parallel}",
+                "raw registry download",
                 f"curl --parallel x{parallel}",
                 size,
                 sample,
@@ -554,7 +637,8 @@ class Bench:
             key: report.summarise(samples, self.sizes[key]) for key, samples in self.samples.items()
         }
         raw_keys = [key for key in measurements if key.startswith("raw/")]
-        metrics = report.derive(measurements, raw_keys)
+        get_keys = [key for key in measurements if key.startswith("rawget/")]
+        metrics = report.derive(measurements, raw_keys, get_keys)
         metrics["small_counts"] = list(self.args.small_counts)
         workload = {
             "providers": self.providers.summary(),
@@ -567,7 +651,8 @@ class Bench:
             "params": {
                 "images": self.args.images,
                 "repeats": self.args.repeats,
-                "scale": self.args.scale,
+                "scale": self.args.layer_scale,
+                "scale_run": self.args.scale,
                 "quick": self.args.quick,
                 "big_mib": self.args.big_mib,
                 "small_counts": list(self.args.small_counts),
@@ -594,6 +679,8 @@ class Bench:
                 self.repetition(rep)
                 shutil.rmtree(self.work, ignore_errors=True)
                 self.work.mkdir()
+            if self.args.scale:
+                self.scale_run()
             results = self.results() if self.args.repeats else None
             if self.args.profile:
                 self.profile()
@@ -622,7 +709,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=None, help="main images (default 40)")
     parser.add_argument("--repeats", type=int, default=None, help="repetitions (default 5)")
-    parser.add_argument("--scale", type=float, default=None, help="layer size factor (1.0)")
+    parser.add_argument("--layer-scale", type=float, default=None, help="layer size factor (1.0)")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="also the scale run: 2,000 images, >= 20 GiB bundle (~45 GiB of free disk)",
+    )
+    parser.add_argument(
+        "--scale-images", type=int, default=scale.SCALE_IMAGES, help="scale run images (2000)"
+    )
+    parser.add_argument(
+        "--scale-gib", type=float, default=scale.SCALE_BYTES / GIB, help="scale run GiB (20)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out", help="output dir")
     parser.add_argument("--quick", action="store_true", help="tiny workload, 1 repeat")
     parser.add_argument("--big-mib", type=int, default=None, help="big layer MiB (1024)")
@@ -646,7 +744,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     quick = args.quick
     args.images = args.images or (6 if quick else 40)
     args.repeats = args.repeats if args.repeats is not None else (1 if quick else 5)
-    args.scale = args.scale or (0.02 if quick else 1.0)
+    args.layer_scale = args.layer_scale or (0.02 if quick else 1.0)
     args.big_mib = args.big_mib or (32 if quick else GIB // MIB)
     small = args.small_counts or ("4,40" if quick else "40,400")
     args.small_counts = sorted({int(c) for c in small.split(",")})

@@ -361,6 +361,19 @@ def image_set(name: str, layout: OciLayout, images: list[ImageSpec]) -> ImageSet
     return ImageSet(name, images, blobs, {d: s for d, s in blobs.items() if d not in manifests})
 
 
+def blob_repositories(layout: OciLayout, image_set: ImageSet) -> dict[str, str]:
+    """Each config and layer of ``image_set`` -> the repository of the first image that
+    holds it: where a registry serves it (``GET /v2/REPO/blobs/DIGEST``)."""
+    found: dict[str, str] = {}
+    tops = _tops(layout, [image.name for image in image_set.images])
+    for image in image_set.images:
+        blobs, _ = content_of(layout, [tops[image.name]])
+        for digest in blobs:
+            if digest in image_set.layer_blobs:
+                found.setdefault(digest, image.repository)
+    return found
+
+
 def _tops(layout: OciLayout, names: list[str]) -> dict[str, Descriptor]:
     index = json.loads(layout.index_file.read_text())
     by_name = {

@@ -36,6 +36,7 @@ MEASUREMENTS = [
     "verify/openssl",
     "configmaps/airgap",
     "raw/curl-x8",
+    "rawget/curl-x8",
     "pagecache/dd",
     "big-collect/airgap",
     "big-verify/airgap",
@@ -49,6 +50,8 @@ METRICS = [
     "collect_mib_s",
     "collect_skopeo_mib_s",
     "collect_vs_skopeo",
+    "download_limit_mib_s",
+    "collect_vs_download_limit",
     "import_mib_s",
     "import_skopeo_mib_s",
     "import_vs_skopeo",
@@ -131,7 +134,7 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
     assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
 
     targets = {target["metric"]: target for target in data["targets"]}
-    assert len(targets) == 10
+    assert len(targets) == 11
     assert all(isinstance(target["met"], bool) for target in targets.values())
     assert data["workload"]["main"]["indexes"] >= 1  # multi-arch images are in the mix
     assert data["machine"]["nproc"] >= 1 and data["machine"]["date"]
