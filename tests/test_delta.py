@@ -273,3 +273,51 @@ def test_an_upgrade_delta_mounts_what_a_new_repository_shares(
         f"oci:{tmp_path / 'extra'}:x",
         src_registry=registry,
     )
+
+
+def test_a_split_delta_of_a_split_base(
+    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+) -> None:
+    """Parts everywhere: the base is read from its parts, the delta written as parts,
+    and verify, diff and import read the delta's parts directly."""
+    key = delta_bundles.key
+    base = tmp_path / "base.tar"
+    args = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", base]
+    collected = run_airgap(*args, "--part-size", "16KiB", env=delta_bundles.env)
+    assert collected.returncode == 0, collected.stderr
+    assert not base.exists() and (tmp_path / "base.tar.001").exists()
+    new_spec = delta_bundles.directory / "new.yaml"
+    delta = tmp_path / "delta.tar"
+    result = run_airgap(
+        "collect",
+        new_spec,
+        "--sign-key",
+        key.private,
+        "-o",
+        delta,
+        "--part-size",
+        "16KiB",
+        "--base",
+        base,
+        "--base-key",
+        key.public,
+        env=delta_bundles.env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not delta.exists() and (tmp_path / "delta.tar.000").exists()
+    verified = run_airgap("verify", delta, "--key", key.public, "--format", "json")
+    assert verified.returncode == 0, verified.stdout
+    report = json.loads(verified.stdout)
+    assert report["delta"]["needs"]
+    compared = run_airgap("diff", base, delta, "--key", key.public, "--format", "json")
+    assert compared.returncode == 0, compared.stderr
+    document = json.loads(compared.stdout)
+    assert document["relation"] == "new is a delta of old"
+    assert [i["change"] for i in document["images"]] == ["added", "removed"]
+    registry: RegistryServer = registry_factory("plain")
+    assert import_(base, registry, key.public).returncode == 0
+    imported = import_(delta, registry, key.public)
+    assert imported.returncode == 0, imported.stderr
+    extra = delta_bundles.images["extra"]
+    served = skopeo.raw_manifest(target_of(extra, registry), registry=registry)
+    assert skopeo.digest_of(served) == extra.digest

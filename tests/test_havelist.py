@@ -74,11 +74,11 @@ def test_have_list_round_trip(
     assert skopeo.digest_of(served) == app.digest
 
 
-def test_a_have_list_of_a_drifted_registry_carries_what_it_lost(
+def test_a_drifted_registry_gets_back_what_it_lost(
     delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
 ) -> None:
     """A blob the disconnected registry lost is not in its have-list, so the next
-    bundle carries it again."""
+    bundle carries it again, and importing that bundle puts it back."""
     registry: RegistryServer = registry_factory("plain")
     key = delta_bundles.key.public
     assert import_(delta_bundles.old, registry, key).returncode == 0
@@ -100,12 +100,8 @@ def test_a_have_list_of_a_drifted_registry_carries_what_it_lost(
         have,
     )
     assert status.returncode == 1  # Degraded, and the list says what is really there
-    assert (
-        lost
-        not in json.loads(have.read_text())["repositories"][
-            f"{side.registry_host}/{side.repository}"
-        ]
-    )
+    held = json.loads(have.read_text())["repositories"]
+    assert lost not in held[f"{side.registry_host}/{side.repository}"]
     delta = tmp_path / "drift.tar"
     collected = run_airgap(
         "collect",
@@ -120,6 +116,12 @@ def test_a_have_list_of_a_drifted_registry_carries_what_it_lost(
     )
     assert collected.returncode == 0, collected.stderr
     assert set(carried_blobs(delta)) == changed_pieces(delta_bundles) | {lost}
+    # importing it repairs the image whose tag said it was complete
+    imported = import_(delta, registry, key, "--format", "json")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["blobs_uploaded"] == 3  # the lost layer, app's two
+    status = run_airgap("status", delta, "--key", key, "--registry", f"{registry.host}/{PREFIX}")
+    assert status.returncode == 0, status.stdout
 
 
 @pytest.mark.parametrize(

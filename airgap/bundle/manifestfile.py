@@ -43,7 +43,10 @@ class SignedManifest:
 
 
 def is_manifest_file(path: Path) -> bool:
-    """Whether ``path`` is a manifest on its own (JSON) rather than a bundle (tar)."""
+    """Whether ``path`` is a manifest on its own (JSON) rather than a bundle (tar, or
+    its parts ``NAME.tar.000``, … when ``NAME.tar`` itself does not exist)."""
+    if not path.exists() and not path.is_symlink():
+        return False  # a split bundle, or nothing: the bundle reader says which
     fd, _ = open_regular(path, "bundle")
     try:
         head = os.pread(fd, SNIFF_BYTES, 0)

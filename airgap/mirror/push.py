@@ -186,9 +186,17 @@ class Pusher:
     def _complete(self, tree: ImageTree) -> bool:
         target = tree.mapping.target
         what = f"image {target}"
+        if self._relied and self._carries_some(tree):
+            # a delta carries a blob of an image the target already has by tag only
+            # because the far side lacked it (a have-list of a registry that lost it):
+            # check every blob rather than trust the tag
+            return False
         return self._registry.manifest_digest(target.repository, tree.reference, what=what) == (
             tree.top.digest
         )
+
+    def _carries_some(self, tree: ImageTree) -> bool:
+        return any(blob_member(blob.digest) in self._bundle.members for blob in tree.blobs)
 
     def _count_complete(self, complete: list[ImageTree], todo: list[ImageTree]) -> None:
         pending = {blob.digest for tree in todo for blob in tree.blobs}
