@@ -1,0 +1,1 @@
+"""``airgap serve``: a verified bundle as a read-only OCI distribution endpoint."""

@@ -1,0 +1,370 @@
+"""The HTTP side of ``airgap serve``: the read-only half of the OCI distribution API.
+
+Built on the standard library's ``http.server`` (``ThreadingHTTPServer``: a thread per
+connection, HTTP/1.1 keep-alive), which already bounds request lines and headers; this
+module adds the routes, a cap on concurrent connections, an idle timeout per read, TLS
+with the handshake on the connection's own thread, and the distribution error format
+(``{"errors": [{"code": "MANIFEST_UNKNOWN", ...}]}``).
+
+Manifests are answered from memory, as the bytes verification hashed. Blob bytes go
+from the tar, or its parts, to the socket with ``sendfile`` on plain HTTP: the kernel
+copies them and Python never sees them; over TLS they are read by offset and sent in
+large chunks. Every blob was hashed before the server started listening (``airgap
+serve`` verifies the whole bundle first), and every client checks the digest of what it
+pulls, as it does with any registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from airgap import __version__
+from airgap.bundle.source import BundleSource
+from airgap.serve.catalog import AmbiguousName, Catalog, Repository
+from airgap.serve.ranges import Unsatisfiable, parse_range
+
+MAX_CONNECTIONS = 128  # connections served at once; more wait in the listen queue
+IDLE_TIMEOUT = 60.0  # seconds a connection may sit without sending or taking a byte
+TLS_CHUNK = 256 << 10
+_ROUTES = ("manifests", "blobs", "tags")
+_ALLOWED = "GET, HEAD"
+
+
+@dataclass(frozen=True)
+class Content:
+    """What requests are answered from."""
+
+    catalog: Catalog
+    source: BundleSource
+    blobs: dict[str, tuple[int, int]]  # digest -> (offset in the bundle, size)
+
+
+class RegistryServer(ThreadingHTTPServer):
+    """A threading HTTP server for one bundle; ``tls`` wraps its listening socket."""
+
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        content: Content,
+        *,
+        tls: ssl.SSLContext | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, RegistryHandler)
+        self.content = content
+        self.log = log
+        self.tls = tls is not None
+        if tls is not None:  # the handshake happens on the connection's thread, not here
+            self.socket = tls.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    @property
+    def url(self) -> str:
+        host, port = str(self.server_address[0]), self.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.tls else 'http'}://{shown}:{port}"
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._slots.acquire()  # at the cap, accepting waits for a connection to end
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away or spoke garbage costs its connection, no traceback."""
+        if self.log is not None:
+            self.log(f"{client_address[0]} connection ended: {_current_error()}")
+
+
+def _current_error() -> str:
+    import sys
+
+    error = sys.exc_info()[1]
+    return f"{type(error).__name__}: {error}" if error else "unknown error"
+
+
+class RegistryHandler(BaseHTTPRequestHandler):
+    """The routes: ``/v2/``, ``/v2/_catalog``, ``/v2/NAME/tags/list``,
+    ``/v2/NAME/manifests/REFERENCE`` and ``/v2/NAME/blobs/DIGEST`` (GET and HEAD);
+    every write method is ``405 UNSUPPORTED``."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = f"airgap/{__version__}"
+    sys_version = ""
+    timeout = IDLE_TIMEOUT
+    server: RegistryServer
+
+    def setup(self) -> None:
+        super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
+
+    def do_GET(self) -> None:
+        self._route(head=False)
+
+    def do_HEAD(self) -> None:
+        self._route(head=True)
+
+    def do_POST(self) -> None:
+        self._read_only()
+
+    def do_PUT(self) -> None:
+        self._read_only()
+
+    def do_PATCH(self) -> None:
+        self._read_only()
+
+    def do_DELETE(self) -> None:
+        self._read_only()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.log is not None:
+            self.server.log(f"{self.client_address[0]} {format % args}")
+
+    # -- routing -------------------------------------------------------------------------
+
+    def _route(self, *, head: bool) -> None:
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        path = url.path
+        if path in ("/v2", "/v2/"):
+            self._json(200, {}, head)
+            return
+        if path == "/v2/_catalog":
+            self._listing(
+                "/v2/_catalog", "repositories", {}, self.server.content.catalog.names(), query, head
+            )
+            return
+        name, kind, reference = _split(path)
+        if name is None:
+            self._error(404, "UNSUPPORTED", "no such endpoint", head)
+            return
+        try:
+            repository = self.server.content.catalog.repository(name, _first(query, "ns"))
+        except AmbiguousName as exc:
+            message = f"{name} is in several source registries: name one of {exc.choices}"
+            self._error(404, "NAME_UNKNOWN", message, head, {"name": name})
+            return
+        if repository is None:
+            self._error(
+                404, "NAME_UNKNOWN", "repository name not known to registry", head, {"name": name}
+            )
+        elif kind == "manifests":
+            self._manifest(repository, reference, head)
+        elif kind == "blobs":
+            self._blob(repository, reference, head)
+        elif reference == "list":
+            tags = sorted(repository.tags)
+            self._listing(f"/v2/{name}/tags/list", "tags", {"name": name}, tags, query, head)
+        else:
+            self._error(404, "UNSUPPORTED", "no such endpoint", head)
+
+    def _read_only(self) -> None:
+        self.close_connection = True  # its body is not read: the connection cannot go on
+        body = _errors("UNSUPPORTED", "airgap serve is read-only: push to a registry instead")
+        self._reply(
+            405, body, "application/json", False, {"Allow": _ALLOWED, "Connection": "close"}
+        )
+
+    # -- answers -------------------------------------------------------------------------
+
+    def _manifest(self, repository: Repository, reference: str, head: bool) -> None:
+        digest = reference if reference.startswith("sha256:") else repository.tags.get(reference)
+        stored = self.server.content.catalog.manifests.get(digest or "")
+        if digest is None or stored is None or digest not in repository.manifests:
+            self._error(
+                404,
+                "MANIFEST_UNKNOWN",
+                "manifest unknown",
+                head,
+                {"tag" if digest is None else "digest": reference},
+            )
+            return
+        headers = {"Docker-Content-Digest": stored.digest, "ETag": f'"{stored.digest}"'}
+        self._reply(200, stored.data, stored.media_type, head, headers)
+
+    def _blob(self, repository: Repository, digest: str, head: bool) -> None:
+        content = self.server.content
+        where = content.blobs.get(digest)
+        if where is None or (digest not in repository.blobs and digest not in repository.manifests):
+            self._error(404, "BLOB_UNKNOWN", "blob unknown to registry", head, {"digest": digest})
+            return
+        offset, size = where
+        headers = {"Docker-Content-Digest": digest, "Accept-Ranges": "bytes", "ETag": f'"{digest}"'}
+        try:
+            wanted = parse_range(self.headers.get("Range"), size)
+        except Unsatisfiable:
+            headers["Content-Range"] = f"bytes */{size}"
+            self._error(
+                416,
+                "BLOB_UNKNOWN",
+                "requested range not satisfiable",
+                head,
+                {"digest": digest},
+                headers,
+            )
+            return
+        status, first, length = 200, 0, size
+        if wanted is not None:
+            status, first, length = 206, wanted[0], wanted[1] - wanted[0] + 1
+            headers["Content-Range"] = f"bytes {wanted[0]}-{wanted[1]}/{size}"
+        self._head(status, "application/octet-stream", length, headers)
+        if not head:
+            self._send_bundle_bytes(offset + first, length)
+
+    def _listing(
+        self,
+        base: str,
+        key: str,
+        extra: dict[str, str],
+        items: list[str],
+        query: dict[str, list[str]],
+        head: bool,
+    ) -> None:
+        """A paginated list (``n``, ``last``, a ``Link`` to the next page)."""
+        last = _first(query, "last")
+        if last is not None:
+            items = [item for item in items if item > last]
+        headers: dict[str, str] = {}
+        number = _first(query, "n")
+        if number is not None and number.isdigit():
+            count = int(number)
+            if count < len(items) and count > 0:
+                link = f"{base}?n={count}&last={quote(items[count - 1], safe='')}"
+                headers["Link"] = f'<{link}>; rel="next"'
+            items = items[:count]
+        self._json(200, {**extra, key: items}, head, headers)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _json(
+        self, status: int, document: object, head: bool, headers: dict[str, str] | None = None
+    ) -> None:
+        self._reply(status, json.dumps(document).encode(), "application/json", head, headers)
+
+    def _error(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        head: bool,
+        detail: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._reply(status, _errors(code, message, detail), "application/json", head, headers)
+
+    def _reply(
+        self,
+        status: int,
+        body: bytes,
+        media_type: str,
+        head: bool,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._head(status, media_type, len(body), headers)
+        if not head:
+            self.wfile.write(body)
+
+    def _head(
+        self, status: int, media_type: str, length: int, headers: dict[str, str] | None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Docker-Distribution-API-Version", "registry/2.0")
+        self.send_header("Content-Type", media_type)
+        self.send_header("Content-Length", str(length))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+
+    def _send_bundle_bytes(self, offset: int, length: int) -> None:
+        """``length`` bytes of the bundle from ``offset``: zero-copy on plain sockets."""
+        source = self.server.content.source
+        sent = 0
+        for fd, position, count in source.spans(offset, length):
+            if isinstance(self.connection, ssl.SSLSocket):
+                sent += _send_buffered(self.connection, fd, position, count)
+            else:
+                sent += self.connection.sendfile(_FileAt(fd), position, count)
+        if sent != length:  # the file shrank under us: the client must not wait for more
+            self.close_connection = True
+
+
+def _send_buffered(connection: ssl.SSLSocket, fd: int, offset: int, count: int) -> int:
+    sent = 0
+    while sent < count:
+        chunk = os.pread(fd, min(TLS_CHUNK, count - sent), offset + sent)
+        if not chunk:
+            break
+        connection.sendall(chunk)
+        sent += len(chunk)
+    return sent
+
+
+class _FileAt:
+    """A part file as ``socket.sendfile`` takes it: its descriptor for ``os.sendfile``,
+    and ``seek``/``read`` by ``pread`` with a position of its own for the fallback, so
+    threads sharing the descriptor never move each other's place."""
+
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._position = 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        self._position = position
+        return position
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self._fd, size, self._position)
+        self._position += len(data)
+        return data
+
+
+def _errors(code: str, message: str, detail: dict[str, str] | None = None) -> bytes:
+    return json.dumps(
+        {"errors": [{"code": code, "message": message, "detail": detail or {}}]}
+    ).encode()
+
+
+def _first(query: dict[str, list[str]], key: str) -> str | None:
+    values = query.get(key)
+    return values[0] if values else None
+
+
+def _split(path: str) -> tuple[str | None, str, str]:
+    """``/v2/NAME/KIND/REFERENCE`` -> ``(NAME, KIND, REFERENCE)``; NAME None otherwise."""
+    if not path.startswith("/v2/"):
+        return None, "", ""
+    head, _, reference = path[4:].rpartition("/")
+    name, _, kind = head.rpartition("/")
+    if not name or kind not in _ROUTES or not reference:
+        return None, "", ""
+    return name, kind, reference
