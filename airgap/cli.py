@@ -246,6 +246,12 @@ def keygen(private_key: Path, force: bool) -> int:
     is_flag=True,
     help="Do not look for (or carry) the images' cosign signatures, attestations and SBOMs.",
 )
+@click.option(
+    "--policy",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Policy YAML the bundle must pass before it is signed (as verify --policy; "
+    "requireSignatures' Fulcio roots and Rekor keys travel in the bundle).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def collect(
     spec: Path,
@@ -261,6 +267,7 @@ def collect(
     concurrency: int,
     quiet: bool,
     no_signatures: bool,
+    policy: Path | None,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
     from airgap.bundle.parts import parse_part_size
@@ -286,6 +293,7 @@ def collect(
             holdings=holdings,
             authfile=authfile,
             signatures=not no_signatures,
+            policy=policy,
         )
     manifest = result.manifest
     if fmt == "json":
@@ -468,7 +476,11 @@ def verify(
     trusted = load_trusted_keys(keys, no_signature)
     rules = policy_rules.load_policy(policy) if policy else None
     verified = verify_bundle(bundle, trusted)
-    results = policy_rules.evaluate(rules, verified.manifest) if rules and verified.manifest else []
+    results = (
+        policy_rules.evaluate(rules, verified.manifest, read=verified.read)
+        if rules and verified.manifest
+        else []
+    )
     report = Report(verified, results, signature_checked=trusted is not None)
     if sbom:
         # stdout is the SBOM file the user redirects to: on failure it stays empty

@@ -117,9 +117,77 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
         cosign.put_manifest(
             registry, "signed/app", f"sha256-{app.digest[7:]}", data, index.media_type
         )
+        _tampered(up)
         yield up
     finally:
         registry.stop()
+
+
+TAMPERED = {
+    "badsig": "no trusted key verifies it",
+    "wrongdigest": "the payload signs digest sha256:",
+    "wrongid": "signed by other@example.test (issuer https://accounts.example.test), which no identity",
+    "untrusted": "does not chain to a trusted Fulcio root",
+    "badset": "signed entry timestamp does not verify",
+    "unsigned": "no signature on image sha256:",
+}
+
+
+def _tampered(up: Upstream) -> None:
+    """One image per way a signature can be wrong, each signed only that way."""
+    for name in TAMPERED:
+        repository = f"signed/{name}"
+        image = up.layout.add_image(["sc-base", f"sc-{name}"])
+        cosign.push(up.layout, image, up.registry, f"{repository}:v1")
+        reference = up.ref(repository)
+        layer: cosign.SignatureLayer | None = None
+        if name == "badsig":  # signed, then the payload changed
+            good = cosign.keyed_layer(up.key, image.digest, reference)  # type: ignore[arg-type]
+            layer = cosign.SignatureLayer(
+                good.payload.replace(b'"optional":null', b'"optional":{}'), good.annotations
+            )
+        elif name == "wrongdigest":  # a genuine signature of another image
+            layer = cosign.keyed_layer(up.key, up.app.digest, reference)  # type: ignore[arg-type]
+        elif name in ("wrongid", "untrusted", "badset"):
+            fulcio = cosign.Fulcio.create("rogue") if name == "untrusted" else up.fulcio
+            identity = "other@example.test" if name == "wrongid" else IDENTITY
+            layer = cosign.keyless_layer(
+                fulcio, up.rekor, image.digest, reference, identity=identity, issuer=ISSUER
+            )
+            if name == "badset":  # the log entry claims another time than was signed
+                bundle = json.loads(layer.annotations[cosign.BUNDLE])
+                bundle["Payload"]["integratedTime"] += 1
+                layer.annotations[cosign.BUNDLE] = json.dumps(bundle)
+        if layer is not None:
+            signature = cosign.signature_manifest(up.layout, [layer])
+            tag = f"sha256-{image.digest[7:]}.sig"
+            cosign.push(up.layout, signature, up.registry, f"{repository}:{tag}")
+
+
+def _policy(
+    up: Upstream,
+    path: Path,
+    *,
+    keys: bool = True,
+    trust: bool = True,
+    images: list[str] | None = None,
+) -> Path:
+    rule: dict[str, object] = {
+        "keyless": [{"identity": IDENTITY, "issuer": ISSUER}],
+    }
+    if images:
+        rule["images"] = images
+    if keys:
+        rule["keys"] = [str(up.public_key)]
+    if trust:
+        rule["fulcioRoots"] = [
+            str(cosign.write_pem(up.directory / "fulcio.pem", up.fulcio.root_pem()))
+        ]
+        rule["rekorKeys"] = [
+            str(cosign.write_pem(up.directory / "rekor.pub", up.rekor.public_pem()))
+        ]
+    path.write_text(json.dumps({"requireSignatures": rule}))
+    return path
 
 
 def _collect(
@@ -247,3 +315,89 @@ def test_referrers_api_is_asked_and_paged(
         )
     finally:
         server.stop()
+
+
+def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey
+) -> None:
+    images = [upstream.ref("signed/app:v1"), upstream.ref("signed/multi:v1")]
+    policy = _policy(upstream, tmp_path / "collect-policy.yaml")
+    bundle, manifest = _collect(
+        tmp_path, signing_key, images, "--policy", policy, platforms=["linux/arm64"]
+    )
+    assert {(t.kind, t.path) for t in manifest.trust} == {
+        ("fulcioRoots", "trust/fulcio-roots.pem"),
+        ("rekorKeys", "trust/rekor-keys.pem"),
+    }
+    # offline: the verifier's policy names the identity and the key, not the trust
+    # material: the Fulcio root and Rekor key come from the (signed) bundle
+    offline = _policy(upstream, tmp_path / "verify-policy.yaml", trust=False)
+    result = run_airgap(
+        "verify", bundle, "--key", signing_key.public, "--policy", offline, "--format", "json"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (rule,) = json.loads(result.stdout)["policy"]
+    assert rule["rule"] == "requireSignatures" and rule["passed"]
+    signed = dict(line.split(": ", 1) for line in rule["details"])
+    key = f"key {upstream.public_key}"  # named as the policy names it
+    assert signed[images[0]] == key  # the keyed layer comes first
+    assert signed[images[1]] == f"{key}, on the source index {upstream.multi.digest}"
+    # keyless alone: the app's second layer, its certificate long expired but valid
+    # when Rekor logged it
+    keyless = _policy(
+        upstream, tmp_path / "keyless.yaml", keys=False, trust=False, images=["*/signed/app"]
+    )
+    result = run_airgap(
+        "verify", bundle, "--key", signing_key.public, "--policy", keyless, "--format", "json"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (rule,) = json.loads(result.stdout)["policy"]
+    assert rule["details"] == [f"{images[0]}: keyless {IDENTITY} ({ISSUER})"]
+
+
+def test_tampered_signatures_are_named_with_their_reason(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey
+) -> None:
+    images = [upstream.ref(f"signed/{name}:v1") for name in TAMPERED]
+    bundle, _ = _collect(tmp_path, signing_key, images)
+    policy = _policy(upstream, tmp_path / "policy.yaml")
+    result = run_airgap(
+        "verify", bundle, "--key", signing_key.public, "--policy", policy, "--format", "json"
+    )
+    assert result.returncode == 1
+    assert "requireSignatures" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    (rule,) = json.loads(result.stdout)["policy"]
+    offending = dict(line.split(": ", 1) for line in rule["offending"])
+    assert set(offending) == set(images)
+    for name, reason in TAMPERED.items():
+        assert reason in offending[upstream.ref(f"signed/{name}:v1")], (name, offending)
+    # collect applies the same policy before signing: it fails and writes nothing
+    output = tmp_path / "refused.tar"
+    spec = write_spec(tmp_path / "refused.yaml", {"images": images[:2]})
+    refused = run_airgap(
+        "collect", spec, "--sign-key", signing_key.private, "-o", output, "--policy", policy
+    )
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "nothing was written" in refused.stderr and images[0] in refused.stderr
+    assert not output.exists()
+
+
+def test_policy_mistakes_name_their_line(tmp_path: Path, upstream: Upstream) -> None:
+    cases = {
+        "requireSignatures:\n  keys: [missing.pub]\n": ":2: requireSignatures.keys[0]:",
+        "requireSignatures:\n  keyless:\n    - {identity: a@b, issuerRegexp: '('}\n": ":3: requireSignatures.keyless[0].issuerRegexp: not a regular expression",
+        "requireSignatures:\n  images: [x]\n": ":2: requireSignatures: give keys, keyless identities, or both",
+        "requireSignatures:\n  keyless: [{identity: a@b}]\n": "needs identity (or identityRegexp) and issuer",
+        "requireSignatures:\n  keys: [bad.pub]\n": "bad.pub: no PEM public key in it",
+        "requireSignatures:\n  kys: []\n": "unknown key 'kys'",
+    }
+    (tmp_path / "bad.pub").write_text("not a key\n")
+    bundle = tmp_path / "none.tar"
+    bundle.write_bytes(b"")
+    for number, (text, expected) in enumerate(cases.items()):
+        policy = tmp_path / f"policy-{number}.yaml"
+        policy.write_text(text)
+        result = run_airgap("verify", bundle, "--no-signature", "--policy", policy)
+        assert result.returncode == 2, (text, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert f"{policy}" in result.stderr and expected in result.stderr, (text, result.stderr)

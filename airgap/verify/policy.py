@@ -8,6 +8,14 @@ requiredPlatforms: [linux/amd64, linux/arm64]   # present in every multi-arch im
 maxAge: 30d                     # s, m, h, d or w
 requiredProviderTypes: [CoreProvider, InfrastructureProvider]
 requiredContent: [certManager, operator, templates]   # what a management cluster needs
+requireSignatures:              # cosign signatures, checked offline (verify.signatures)
+  images: ["registry.k8s.io/*"] # optional globs; default every image
+  keys: [cosign.pub]            # PEM public keys, relative to this file
+  keyless:                      # and/or Fulcio-certified identities
+    - {identity: krel-trust@k8s-releng-prod.iam.gserviceaccount.com,
+       issuer: https://accounts.google.com}   # or identityRegexp / issuerRegexp
+  fulcioRoots: [fulcio.pem]     # keyless trust material (else the bundle's)
+  rekorKeys: [rekor.pub]
 ```
 Each rule yields a pass/fail result naming the offending items.
 """
@@ -31,10 +39,17 @@ from airgap.bundle.format import BundleManifest
 from airgap.content.kinds import ContentKind, parse_kind
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
-from airgap.limits import MAX_POLICY_BYTES
+from airgap.limits import MAX_POLICY_BYTES, MAX_TRUST_FILE_BYTES
 from airgap.oci import INDEX_TYPES, platform_matches
 from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
+from airgap.supplychain.cosign import (
+    Identity,
+    NamedKey,
+    load_certificates,
+    load_public_keys,
+)
+from airgap.verify.signatures import ReadMember, SignaturePolicy, check_signatures
 
 _AGE_RE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -46,14 +61,18 @@ class RuleResult:
     passed: bool
     offending: list[str] = field(default_factory=list)
     message: str = ""
+    details: list[str] = field(default_factory=list)  # e.g. who signed each image
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "rule": self.rule,
             "passed": self.passed,
             "offending": self.offending,
             "message": self.message,
         }
+        if self.details:
+            document["details"] = self.details
+        return document
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,7 @@ class Policy:
     max_age: timedelta | None = None
     required_provider_types: tuple[str, ...] = ()
     required_content: tuple[str, ...] = ()
+    require_signatures: SignaturePolicy | None = None
 
 
 _KEYS = {
@@ -75,7 +95,10 @@ _KEYS = {
     "maxAge",
     "requiredProviderTypes",
     "requiredContent",
+    "requireSignatures",
 }
+_SIGNATURE_KEYS = ("images", "keys", "keyless", "fulcioRoots", "rekorKeys")
+_IDENTITY_KEYS = ("identity", "identityRegexp", "issuer", "issuerRegexp")
 
 
 def load_policy(path: Path) -> Policy:
@@ -115,6 +138,7 @@ def load_policy(path: Path) -> Policy:
         max_age=_age(document.get("maxAge"), lines),
         required_provider_types=_types_of(document, lines),
         required_content=_content_of(document, lines),
+        require_signatures=_signatures_of(document, lines),
     )
 
 
@@ -129,6 +153,31 @@ class _Lines:
             for key, value in root.value:
                 if isinstance(key, ScalarNode):
                     self._keys.setdefault(str(key.value), (key, value))
+
+    def at(self, *steps: str | int) -> Node | None:
+        """The node at a path of keys and list positions (``requireSignatures``,
+        ``keys``, 0), or the nearest one that exists."""
+        node = self._root
+        for step in steps:
+            child: Node | None = None
+            if isinstance(node, MappingNode) and isinstance(step, str):
+                child = next(
+                    (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == step),
+                    None,
+                )
+            elif isinstance(node, SequenceNode) and isinstance(step, int):
+                child = node.value[step] if step < len(node.value) else None
+            if child is None:
+                return node
+            node = child
+        return node
+
+    def nested(self, message: str, *steps: str | int) -> SpecError:
+        """``FILE:LINE: requireSignatures.keys[0]: message``."""
+        key = ""
+        for step in steps:
+            key += f"[{step}]" if isinstance(step, int) else (f".{step}" if key else step)
+        return SpecError(yamlsafe.located(self.path, self.at(*steps), key, message))
 
     def error(self, key: str, message: str, at_key: str | None = None) -> SpecError:
         """``FILE:LINE: key: message``; ``at_key`` points at a key itself (an unknown
@@ -155,6 +204,117 @@ def _platforms_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
                 f"requiredPlatforms[{index}]", f"{platform!r} is not os/arch or os/arch/variant"
             )
     return platforms
+
+
+def _signatures_of(document: dict[str, Any], lines: _Lines) -> SignaturePolicy | None:
+    """``requireSignatures``: keys and keyless identities, their files read now (a
+    policy that cannot be used fails at its line, before anything is checked)."""
+    if "requireSignatures" not in document:
+        return None
+    rule = document["requireSignatures"]
+    top = "requireSignatures"
+    if not isinstance(rule, dict):
+        raise lines.nested("must be a mapping (images, keys, keyless, ...)", top)
+    for key in rule:
+        if key not in _SIGNATURE_KEYS:
+            raise lines.nested(
+                f"unknown key {str(key)!r} (known: {', '.join(_SIGNATURE_KEYS)})", top, str(key)
+            )
+    images = _nested_strings(rule, "images", lines)
+    keys: list[NamedKey] = []
+    for index, name in enumerate(_nested_strings(rule, "keys", lines)):
+        data = _trust_file(lines, name, top, "keys", index)
+        try:
+            keys += [NamedKey(name, key) for key in load_public_keys(data, name)]
+        except ValueError as exc:
+            raise lines.nested(str(exc), top, "keys", index) from None
+    identities = _identities(rule.get("keyless"), lines)
+    if not keys and not identities:
+        raise lines.nested("give keys, keyless identities, or both", top)
+    roots = _pem_files(rule, "fulcioRoots", lines, load_certificates)
+    rekor = _pem_files(rule, "rekorKeys", lines, load_public_keys)
+    return SignaturePolicy(tuple(images), tuple(keys), identities, roots, rekor)
+
+
+def _nested_strings(rule: dict[str, Any], key: str, lines: _Lines) -> tuple[str, ...]:
+    value = rule.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise lines.nested("must be a list of strings", "requireSignatures", key)
+    return tuple(value)
+
+
+def _trust_file(lines: _Lines, name: str, *steps: str | int) -> bytes:
+    """A PEM file the policy names, relative to the policy's directory."""
+    path = lines.path.parent / name
+    try:
+        return read_small(path, MAX_TRUST_FILE_BYTES, "file")
+    except InputError as exc:
+        raise lines.nested(str(exc), *steps) from None
+
+
+def _pem_files(
+    rule: dict[str, Any], key: str, lines: _Lines, parse: Callable[[bytes, str], list[Any]]
+) -> bytes | None:
+    """The PEM files of ``fulcioRoots`` or ``rekorKeys``, checked and concatenated."""
+    names = _nested_strings(rule, key, lines)
+    if not names:
+        return None
+    chunks = []
+    for index, name in enumerate(names):
+        data = _trust_file(lines, name, "requireSignatures", key, index)
+        try:
+            if not parse(data, name):
+                raise ValueError(f"{name}: no certificate in it")
+        except ValueError as exc:
+            raise lines.nested(str(exc), "requireSignatures", key, index) from None
+        chunks.append(data if data.endswith(b"\n") else data + b"\n")
+    return b"".join(chunks)
+
+
+def _identities(value: Any, lines: _Lines) -> tuple[Identity, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise lines.nested("must be a list of {identity, issuer}", "requireSignatures", "keyless")
+    found = []
+    for index, entry in enumerate(value):
+        steps: tuple[str | int, ...] = ("requireSignatures", "keyless", index)
+        if not isinstance(entry, dict) or not entry:
+            raise lines.nested(
+                "must be a mapping of identity/issuer (or their Regexp forms)", *steps
+            )
+        for key, text in entry.items():
+            if key not in _IDENTITY_KEYS:
+                raise lines.nested(
+                    f"unknown key {str(key)!r} (known: {', '.join(_IDENTITY_KEYS)})",
+                    *steps,
+                    str(key),
+                )
+            if not isinstance(text, str) or not text:
+                raise lines.nested("must be a non-empty string", *steps, key)
+            if key.endswith("Regexp"):
+                try:
+                    re.compile(text)
+                except re.error as exc:
+                    raise lines.nested(f"not a regular expression ({exc})", *steps, key) from None
+        keys = set(entry)
+        if {"identity", "identityRegexp"} <= keys or {"issuer", "issuerRegexp"} <= keys:
+            raise lines.nested("give a value or its Regexp form, not both", *steps)
+        if not keys & {"identity", "identityRegexp"} or not keys & {"issuer", "issuerRegexp"}:
+            raise lines.nested(
+                "a keyless identity needs identity (or identityRegexp) and issuer "
+                "(or issuerRegexp)",
+                *steps,
+            )
+        found.append(
+            Identity(
+                entry.get("identity"),
+                entry.get("identityRegexp"),
+                entry.get("issuer"),
+                entry.get("issuerRegexp"),
+            )
+        )
+    return tuple(found)
 
 
 def _types_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
@@ -205,9 +365,13 @@ def _age(value: Any, lines: _Lines) -> timedelta | None:
 
 
 def evaluate(
-    policy: Policy, manifest: BundleManifest, now: datetime | None = None
+    policy: Policy,
+    manifest: BundleManifest,
+    now: datetime | None = None,
+    read: ReadMember | None = None,
 ) -> list[RuleResult]:
-    """Results for the rules the policy sets, in a stable order."""
+    """Results for the rules the policy sets, in a stable order. ``requireSignatures``
+    reads signature manifests and payloads with ``read`` (the verified members)."""
     rules: list[tuple[bool, Callable[[], RuleResult]]] = [
         (policy.allowed_registries is not None, lambda: _allowed(policy, manifest)),
         (policy.require_digests, lambda: _digests(manifest)),
@@ -216,6 +380,7 @@ def evaluate(
         (policy.max_age is not None, lambda: _age_rule(policy, manifest, now)),
         (bool(policy.required_provider_types), lambda: _types(policy, manifest)),
         (bool(policy.required_content), lambda: _content(policy, manifest)),
+        (policy.require_signatures is not None, lambda: _signatures(policy, manifest, read)),
     ]
     return [rule() for enabled, rule in rules if enabled]
 
@@ -315,6 +480,15 @@ def _types(policy: Policy, manifest: BundleManifest) -> RuleResult:
     present = {p.type for p in manifest.providers}
     offending = [t for t in policy.required_provider_types if t not in present]
     return _result("requiredProviderTypes", offending, "required provider types missing")
+
+
+def _signatures(policy: Policy, manifest: BundleManifest, read: ReadMember | None) -> RuleResult:
+    assert policy.require_signatures is not None
+    if read is None:
+        raise AssertionError("requireSignatures needs the bundle's members")
+    results = check_signatures(policy.require_signatures, manifest, read)
+    result = _result("requireSignatures", results.offending, "images without a valid signature")
+    return RuleResult(result.rule, result.passed, result.offending, result.message, results.signed)
 
 
 def _content(policy: Policy, manifest: BundleManifest) -> RuleResult:
