@@ -9,7 +9,6 @@ the CLI.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -342,5 +341,122 @@ def _members(bundle: Path):  # type: ignore[no-untyped-def]
     return read_members(bundle)
 
 
-def _unused() -> None:  # keep imports honest for type checkers
-    _ = (json, subprocess, skopeo)
+# --- manifests images written on import ----------------------------------------------
+
+
+def test_manifests_image_is_reproducible_and_well_formed() -> None:
+    from airgap.mirror.manifestimage import build_image
+
+    first = build_image("kind: A\n", b"name: x\n")
+    assert build_image("kind: A\n", b"name: x\n") == first
+    assert build_image("kind: B\n", b"name: x\n").manifest.digest != first.manifest.digest
+    import gzip as gz
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(gz.decompress(first.layer))) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == [
+        f"{ROOT}",
+        f"{ROOT}/default",
+        f"{ROOT}/default/manifests.yaml",
+        f"{ROOT}/default/metadata.yaml",
+    ]
+    assert {(m.uid, m.gid, m.mtime, m.uname, m.gname) for m in members} == {(0, 0, 0, "", "")}
+    assert first.layer[4:8] == b"\0\0\0\0"  # gzip mtime 0
+
+
+def test_component_refs_are_checked_against_the_api_rule() -> None:
+    from airgap.mirror.manifestimage import ref_accepted
+
+    digest = "@sha256:" + "a" * 64
+    assert ref_accepted("registry.local:5000/capi-manifests/aws" + digest)
+    assert ref_accepted("127.0.0.1:5000/capi-manifests/cluster-api" + digest)
+    assert not ref_accepted("registry.local:5000/mirror/capi-manifests/aws" + digest)
+    assert not ref_accepted("localhost:5000/capi-manifests/aws" + digest)
+    assert not ref_accepted("registry.local/capi-manifests/aws:v1")
+
+
+def import_bundle(bundle: Path, signing_key, registry: RegistryServer, out: Path, *extra: str):  # type: ignore[no-untyped-def]
+    result = run_airgap(
+        "import", bundle, "--key", signing_key.public, "--registry", f"{registry.host}/mirror",
+        "--output-dir", out, *extra,
+    )
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load((out / "openshift" / "capi-components.yaml").read_text())
+
+
+def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
+    """skopeo copies the image by digest into an OCI layout, umoci unpacks it."""
+    layout = work / "layout"
+    work.mkdir(parents=True, exist_ok=True)
+    skopeo.copy(
+        skopeo.docker_ref(reference.split("/", 1)[1], registry), f"oci:{layout}:img",
+        src_registry=registry,
+    )
+    bundle = work / "unpacked"
+    subprocess.run(
+        ["umoci", "raw", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)],
+        check=True, capture_output=True, timeout=60,
+    )
+    return bundle
+
+
+def test_import_writes_manifests_images_umoci_unpacks(
+    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key, registry_factory
+) -> None:  # type: ignore[no-untyped-def]
+    image, _, _ = provider_image
+    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    target = registry_factory()
+    listed = import_bundle(bundle, signing_key, target, tmp_path / "out")
+    text = (tmp_path / "out/openshift/capi-components.yaml").read_text()
+    assert "it would refuse" in text  # the --registry prefix adds a path element
+    (component,) = listed["components"]
+    assert component["type"] == "Image" and component["image"]["profile"] == "default"
+    ref = component["image"]["ref"]
+    assert ref.startswith(f"{target.host}/mirror/capi-manifests/infrastructure-test@sha256:")
+    digest = ref.split("@", 1)[1]
+    # skopeo reads it by digest; the tag names the same manifest
+    raw = skopeo.raw_manifest(ref, registry=target)
+    assert skopeo.digest_of(raw) == digest
+    tagged = skopeo.raw_manifest(f"{target.host}/mirror/capi-manifests/infrastructure-test:v2.8.1", registry=target)
+    assert skopeo.digest_of(tagged) == digest
+    # umoci unpacks the files the import wrote, byte for byte
+    rootfs = umoci_unpack(ref, target, tmp_path / "umoci")
+    written = (tmp_path / "out/components/infrastructure-test/v2.8.1/infrastructure-components.yaml")
+    unpacked = rootfs / ROOT / "default"
+    assert (unpacked / "manifests.yaml").read_bytes() == written.read_bytes()
+    assert sorted(p.name for p in unpacked.iterdir()) == ["manifests.yaml", "metadata.yaml"]
+    metadata = yaml.safe_load((unpacked / "metadata.yaml").read_text())
+    assert metadata == {
+        "name": "cluster-api-provider-test",
+        "attributes": {"type": "infrastructure", "version": "v2.8.1", "contract": "v1beta2"},
+        "installOrder": 20,
+        "ocpPlatform": "AWS",
+    }
+    # the manifests are pinned to the mirror: the provider image itself included
+    text = (unpacked / "manifests.yaml").read_text()
+    assert SELF_IMAGE_REF not in text and f"{target.host}/mirror/" in text
+    assert image.digest in text
+    # importing again pushes the same bytes: the same digest
+    again = import_bundle(bundle, signing_key, target, tmp_path / "out2")
+    assert again["components"][0]["image"]["ref"] == ref
+
+
+def test_every_provider_gets_a_manifests_image_in_install_order(
+    tmp_path: Path, capi_bundle, registry_factory
+) -> None:  # type: ignore[no-untyped-def]
+    target = registry_factory()
+    listed = import_bundle(capi_bundle.path, capi_bundle.key, target, tmp_path / "out")
+    refs = [c["image"]["ref"] for c in listed["components"]]
+    labels = [r.split("/capi-manifests/", 1)[1].split("@", 1)[0] for r in refs]
+    assert labels[0] == "cluster-api"
+    types = {p.label: p.type for p in capi_bundle.manifest.providers}
+    order = {"CoreProvider": 0, "BootstrapProvider": 1, "ControlPlaneProvider": 1}
+    ranks = [order.get(types[label], 2) for label in labels]
+    assert ranks == sorted(ranks)
+    # one image per provider: kubeadm's bootstrap and control plane do not collide
+    assert len(set(refs)) == len(refs) == len(capi_bundle.manifest.providers)
+    assert {"bootstrap-kubeadm", "control-plane-kubeadm"} <= set(labels)
+    for ref in refs:
+        assert skopeo.digest_of(skopeo.raw_manifest(ref, registry=target)) == ref.split("@")[1]

@@ -1,0 +1,288 @@
+"""Manifests images for OpenShift's image-based installer, and the list it consumes.
+
+OpenShift's Cluster API installer reads each component from an image holding
+``/capi-operator-manifests/PROFILE/manifests.yaml`` and ``metadata.yaml``
+(cluster-capi-operator, ``pkg/providerimages``), listed in a ``ClusterAPI`` revision's
+``components``: ``{type: Image, image: {ref: HOST/NAME@sha256:..., profile}}``, installed
+in list order (``operator.openshift.io/v1alpha1``). On import airgap builds one such
+image for every provider of the bundle, whatever its source: the default profile holds
+the rewritten, digest-pinned components (so no ``selfImageRef`` is needed) and a
+metadata.yaml with the provider's name, type, version and install order. The image is
+reproducible: same components, same digest (sorted entries, fixed mtimes, uid/gid 0,
+gzip with mtime 0 and no name), so importing twice pushes nothing new.
+
+Building is pure (``build_image``, ``component_list``); ``publish`` pushes through a
+registry client: blobs, then the manifest under ``TARGET/capi-manifests/LABEL:VERSION``
+(LABEL: the clusterctl label, ``infrastructure-aws``: names alone collide across types).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import tarfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from airgap.bundle.format import ProviderRecord
+from airgap.errors import AirgapError
+from airgap.mirror.mapping import Target
+from airgap.mirror.outputs import RewrittenProvider
+from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
+from airgap.registry.client import Registry
+
+MANIFESTS_ROOT = "capi-operator-manifests"
+PROFILE = "default"
+REPOSITORY = "capi-manifests"
+COMPONENTS_FILE = "openshift/capi-components.yaml"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+MAX_COMPONENTS = 32  # a ClusterAPI revision's components (MaxItems)
+# ImageDigestFormat's two CEL rules, as one expression
+_REF_RE = re.compile(
+    r"(?:[a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(?::[0-9]{2,5})?/(?:[a-zA-Z0-9-_]{0,61}/)?"
+    r"[a-zA-Z0-9-_.]*?@sha256:[a-f0-9]{64}"
+)
+MTIME = 0  # every entry's time: the same components give the same bytes, any day
+# The installer installs in ascending installOrder; a provider read from an image keeps
+# its own, the others are ordered as clusterctl installs them (core first).
+_ORDER = {
+    "CoreProvider": 10,
+    "BootstrapProvider": 20,
+    "ControlPlaneProvider": 20,
+    "InfrastructureProvider": 30,
+    "IPAMProvider": 40,
+    "RuntimeExtensionProvider": 40,
+    "AddonProvider": 50,
+}
+_TYPES = {
+    "CoreProvider": "core",
+    "BootstrapProvider": "bootstrap",
+    "ControlPlaneProvider": "control-plane",
+    "InfrastructureProvider": "infrastructure",
+    "IPAMProvider": "ipam",
+    "RuntimeExtensionProvider": "runtimeextension",
+    "AddonProvider": "addon",
+}
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """One manifests image: its blobs (layer, config) and manifest, as exact bytes."""
+
+    layer: bytes
+    config: bytes
+    manifest: Manifest
+    files: dict[str, bytes]  # path in the image -> bytes
+
+
+@dataclass(frozen=True)
+class Published:
+    """A manifests image in the target: where, by digest, and in which order."""
+
+    provider: ProviderRecord
+    repository: str  # e.g. PREFIX/capi-manifests/aws
+    tag: str
+    reference: str  # HOST/REPOSITORY@sha256:...
+    install_order: int
+
+
+def install_order(record: ProviderRecord) -> int:
+    if record.image is not None:
+        return record.image.install_order
+    return _ORDER.get(record.type, 50)
+
+
+def metadata_yaml(record: ProviderRecord) -> bytes:
+    """The profile's metadata.yaml (``providermetadata.ProviderMetadata``): the name the
+    image format uses (``cluster-api-provider-NAME``, or the one the source image had),
+    its type and version as attributes, its install order and OpenShift platform."""
+    image = record.image
+    if image is not None:
+        name = image.name
+    elif record.type == "CoreProvider":
+        name = record.name
+    else:
+        name = f"cluster-api-provider-{record.name}"
+    lines = [
+        f"name: {_scalar(name)}",
+        "attributes:",
+        f"  type: {_scalar(_TYPES.get(record.type, record.type))}",
+        f"  version: {_scalar(record.version)}",
+        f"  contract: {_scalar(record.contract)}",
+        f"installOrder: {install_order(record)}",
+    ]
+    if image is not None and image.ocp_platform:
+        lines.append(f"ocpPlatform: {_scalar(image.ocp_platform)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _scalar(text: str) -> str:
+    """A YAML scalar that reads back as the same string (JSON is YAML)."""
+    return json.dumps(text)
+
+
+def build_image(components: str, metadata: bytes) -> BuiltImage:
+    """The image: one gzip layer with the default profile's two files, an OCI config
+    naming its diff ID, an OCI manifest; every byte determined by the inputs."""
+    base = f"{MANIFESTS_ROOT}/{PROFILE}"
+    files = {f"{base}/manifests.yaml": components.encode(), f"{base}/metadata.yaml": metadata}
+    tar = _tar([MANIFESTS_ROOT, base], files)
+    layer = _gzip(tar)
+    config = _json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Labels": {"io.openshift.capi.manifests": "true"}},
+            "rootfs": {"type": "layers", "diff_ids": [sha256_digest(tar)]},
+        }
+    )
+    manifest = _json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": OCI_CONFIG,
+                "digest": sha256_digest(config),
+                "size": len(config),
+            },
+            "layers": [
+                {"mediaType": OCI_LAYER_GZIP, "digest": sha256_digest(layer), "size": len(layer)}
+            ],
+        }
+    )
+    return BuiltImage(layer, config, Manifest.from_bytes(manifest, OCI_MANIFEST), files)
+
+
+def _json(document: object) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _tar(directories: Sequence[str], files: dict[str, bytes]) -> bytes:
+    """A ustar archive, entries sorted, owned by 0:0, fixed times and modes."""
+    buffer = io.BytesIO()
+    entries = sorted([(d, None) for d in directories] + list(files.items()))
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in entries:
+            info = tarfile.TarInfo(name + "/" if data is None else name)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = MTIME, 0, 0, "", ""
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.mode, info.size = 0o644, len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _gzip(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
+        gz.write(data)
+    return buffer.getvalue()
+
+
+def repository_for(target: Target, record: ProviderRecord) -> str:
+    """``[PREFIX/]capi-manifests/LABEL``: the provider's clusterctl label
+    (``cluster-api``, ``bootstrap-kubeadm``, ``control-plane-kubeadm``), since a name
+    alone is shared by providers of different types (kubeadm's bootstrap and control
+    plane) that must never share a repository and tag."""
+    parts = [target.prefix] if target.prefix else []
+    return "/".join([*parts, REPOSITORY, record.label])
+
+
+def publish(
+    registry: Registry,
+    target: Target,
+    provider: ProviderRecord,
+    image: BuiltImage,
+) -> Published:
+    """Push ``image`` (blobs the target lacks, then the manifest under the version tag)
+    and read its digest back: what the component list names must be what is there. A
+    tag that already names these bytes (a re-import) costs one HEAD."""
+    repository = repository_for(target, provider)
+    what = f"manifests image of {provider.type}/{provider.name} {provider.version}"
+    digest = image.manifest.digest
+    if registry.manifest_digest(repository, provider.version, what=what) != digest:
+        _push(registry, repository, provider.version, image, what)
+    return Published(
+        provider,
+        repository,
+        provider.version,
+        f"{target.host}/{repository}@{digest}",
+        install_order(provider),
+    )
+
+
+def _push(registry: Registry, repository: str, tag: str, image: BuiltImage, what: str) -> None:
+    """Blobs the repository lacks, then the manifest; its tag is read back after."""
+    for blob in (image.layer, image.config):
+        digest = sha256_digest(blob)
+        if registry.blob_size(repository, digest, what=what) != len(blob):
+            registry.upload_blob(repository, digest, len(blob), _body(blob), what=what)
+    registry.put_manifest(repository, tag, image.manifest, what=what)
+    served = registry.manifest_digest(repository, tag, what=what)
+    if served != image.manifest.digest:
+        raise_mismatch(what, repository, tag, served, image.manifest.digest)
+
+
+def _body(blob: bytes) -> Callable[[int], Iterator[bytes]]:
+    """The blob from an offset: what an upload (or its retry) sends."""
+
+    def body(offset: int) -> Iterator[bytes]:
+        yield blob[offset:]
+
+    return body
+
+
+def raise_mismatch(what: str, repository: str, tag: str, served: str | None, want: str) -> None:
+    raise AirgapError(
+        f"{what}: {repository}:{tag} resolves to {served or 'nothing'} after the push, "
+        f"not {want}"
+    )
+
+
+def publish_all(
+    registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
+) -> list[Published]:
+    """A manifests image for every provider, from the components import rewrote."""
+    return [
+        publish(registry, target, p.record, build_image(p.components, metadata_yaml(p.record)))
+        for p in providers
+    ]
+
+
+def ref_accepted(reference: str) -> bool:
+    """Whether the ClusterAPI resource's validation (``ImageDigestFormat``) accepts it."""
+    return len(reference) <= 447 and bool(_REF_RE.fullmatch(reference))
+
+
+def component_list(published: Sequence[Published]) -> bytes:
+    """The ``components`` of a ClusterAPI revision: each image by digest with its
+    profile, in install order (then type and name, so the order is stable)."""
+    ordered = sorted(
+        published, key=lambda p: (p.install_order, p.provider.type, p.provider.name)
+    )
+    lines = [
+        "# The components of an OpenShift ClusterAPI revision (operator.openshift.io/v1alpha1,",
+        "# status.revisions[].components), installed in this order. Written by airgap import.",
+    ]
+    refused = [item.reference for item in ordered if not ref_accepted(item.reference)]
+    if refused:
+        lines += [
+            "# NOTE: the ClusterAPI API accepts host[:port]/[namespace/]name@sha256:... only:",
+            f"# it would refuse {refused[0]} (import without a --registry prefix).",
+        ]
+    if len(ordered) > MAX_COMPONENTS:
+        lines.append(f"# NOTE: a revision holds at most {MAX_COMPONENTS} components.")
+    lines.append("components:")
+    for item in ordered:
+        lines += [
+            "- type: Image",
+            "  image:",
+            f"    ref: {item.reference}",
+            f"    profile: {PROFILE}",
+        ]
+    return ("\n".join(lines) + "\n").encode()
