@@ -477,8 +477,11 @@ def test_policy_required_content(management_bundle: ManagementBundle, tmp_path: 
         r["rule"]: r["offending"] for r in json.loads(result.stdout)["policy"] if not r["passed"]
     }
     assert failed == {"forbiddenTags": [management_bundle.images.operator]}
-    policy.write_text("requiredContent: [charts]\n")
-    assert_clean_failure(run_airgap(*args, "--policy", policy), 2, "requiredContent", "charts")
+    policy.write_text("requiredContent: [charts]\n")  # a kind this bundle lacks
+    result = run_airgap(*args, "--policy", policy)
+    assert result.returncode == 1 and "required content missing: charts" in result.stderr
+    policy.write_text("requiredContent: [helmfiles]\n")  # no such kind
+    assert_clean_failure(run_airgap(*args, "--policy", policy), 2, "requiredContent", "helmfiles")
 
 
 def forged(bundle: ManagementBundle, tmp_path: Path, edit) -> tuple[Path, Path]:

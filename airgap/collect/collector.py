@@ -45,8 +45,8 @@ from airgap.bundle.writer import (
 from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
-from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
+from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
@@ -59,7 +59,6 @@ from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
-from airgap.verify.policy import load_policy
 
 
 @dataclass(frozen=True)
@@ -90,11 +89,9 @@ def collect(
     holdings: Holdings | None = None,
     authfile: Path | None = None,
     signatures: bool = True,
-    policy: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
     spec = load_spec(spec_path)
-    rules = load_policy(policy) if policy is not None else None  # its errors before any fetch
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
     output = output.absolute()
     check_output(output, overwrite=overwrite)
@@ -106,7 +103,14 @@ def collect(
         with http.build_client() as client:
             providers = _fetch_providers(spec, staging, progress, client)
             _check_contracts(providers, spec_path)  # before any image is downloaded
-            contents = _fetch_contents(spec, providers, staging, progress, client)
+            contents = _fetch_contents(
+                spec,
+                providers,
+                staging,
+                progress,
+                client,
+                lambda: RegistryPool(spec.registries, authfile=authfile),  # OCI charts
+            )
         with RegistryPool(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
         ) as pool:
@@ -124,10 +128,6 @@ def collect(
             created = created_timestamp()
             relied = _relied(images, holdings)
             members = _members(providers, contents, images, staging, relied)
-            trust = trust_material(rules)
-            members += [
-                PlannedMember(record.path, len(data), data=data) for record, data in trust
-            ]
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
@@ -136,10 +136,8 @@ def collect(
                 files=[_file_record(m) for m in members],
                 contents=[_content_record(c, staging) for c in contents],
                 artifacts=[record for i in images for record in i.artifact_records()],
-                trust=[record for record, _ in trust],
                 delta=_delta_record(images, relied, holdings),
             )
-            check_before_signing(rules, manifest, images, trust)
             data = manifest.to_bytes()
             _refuse_what_verify_would(data, members)
             plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
@@ -194,13 +192,14 @@ def _fetch_contents(
     staging: Path,
     progress: Progress,
     client: httpx.Client,
+    pools: PoolFactory | None = None,
 ) -> list[FetchedContent]:
     """cert-manager and the operator as the spec asks, then each infrastructure
     provider version's cluster templates (unless ``templates: false``), all through
     one fetch path. Templates are read from infrastructure providers only: that is
     where ``clusterctl generate cluster`` looks for flavors and ClusterClasses, and
     the other providers of a monorepo release would carry the same files again."""
-    requests = [request_for(entry, client) for entry in spec.contents]
+    requests = [request_for(entry, client, pools) for entry in spec.contents]
     if spec.templates:
         requests += [
             ContentRequest(ContentKind.TEMPLATES, p.label, p.version, p.release)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,7 +19,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from airgap import yamlsafe
-from airgap.content.kinds import ContentKind, ContentSpec
+from airgap.content.constraints import satisfies
+from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_SPEC_BYTES
@@ -49,7 +50,12 @@ _TOP_KEYS = (
     "certManager",
     "operator",
     "templates",
+    "manifests",
+    "charts",
 )
+_MANIFEST_KEYS = ("name", "url")
+_CHART_KEYS = ("repo", "oci", "name", "version", "caFile", "images")
+MAX_ADDON_NAME = 57  # the Cluster label airgap.io/addon-NAME: its name part <= 63
 _CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile", "image")
 # an image-based provider (``image:``): everything but the image may come from its
@@ -82,11 +88,14 @@ class BundleSpec:
     cert_manager: ContentSpec | None = None
     operator: ContentSpec | None = None
     templates: bool = True  # each infrastructure provider version's cluster templates
+    manifests: tuple[ContentSpec, ...] = ()  # addon manifests for workload clusters
+    charts: tuple[ContentSpec, ...] = ()  # Helm charts
 
     @property
     def contents(self) -> tuple[ContentSpec, ...]:
         """The content entries besides providers, in install order."""
-        return tuple(c for c in (self.cert_manager, self.operator) if c is not None)
+        first = tuple(c for c in (self.cert_manager, self.operator) if c is not None)
+        return first + self.manifests + self.charts
 
 
 def load_spec(path: Path) -> BundleSpec:
@@ -125,9 +134,22 @@ class _SpecReader:
         images = self.images(top.get("images"))
         cert_manager = self.content(top.get("certManager"), ContentKind.CERT_MANAGER)
         operator = self.content(top.get("operator"), ContentKind.OPERATOR)
-        if not (providers or image_providers or images or cert_manager or operator):
+        manifests = self.manifests(top.get("manifests"))
+        charts = self.charts(top.get("charts"))
+        if not (
+            providers
+            or image_providers
+            or images
+            or cert_manager
+            or operator
+            or manifests
+            or charts
+        ):
             raise self.error(
-                root, "", "nothing to collect: list providers, images, certManager or operator"
+                root,
+                "",
+                "nothing to collect: list providers, images, certManager, operator, "
+                "manifests or charts",
             )
         templates = top.get("templates")
         return BundleSpec(
@@ -139,6 +161,8 @@ class _SpecReader:
             cert_manager=cert_manager,
             operator=operator,
             templates=True if templates is None else self.boolean(top, "", "templates"),
+            manifests=manifests,
+            charts=charts,
         )
 
     # --- sections -------------------------------------------------------------------
@@ -250,7 +274,6 @@ class _SpecReader:
             found.append(text)
         return tuple(found)
 
-
     def content(self, entry: tuple[Node, Node] | None, kind: ContentKind) -> ContentSpec | None:
         """``certManager: {version, url?}`` or ``operator: {version, url?}``."""
         if entry is None or _is_null(entry[1]):
@@ -267,12 +290,115 @@ class _SpecReader:
         url = self.optional_string(keys, where, "url", _check_url)
         return ContentSpec(kind, version, url)
 
-    def images(self, entry: tuple[Node, Node] | None) -> tuple[str, ...]:
+    def manifests(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:
+        """``manifests: [{name, url}]``: addon manifests, one file each, names unique
+        (each becomes ``addons/NAME`` and a ClusterResourceSet)."""
+        if entry is None or _is_null(entry[1]):
+            return ()
+        result: list[ContentSpec] = []
+        first_at: dict[str, int] = {}
+        for index, node in enumerate(self.sequence(entry[1], "manifests")):
+            where = f"manifests[{index}]"
+            keys = self.mapping(node, where, _MANIFEST_KEYS)
+            name = self.required_string(node, keys, where, "name")
+            problem = provider_name_problem(name)  # the rule verify applies to records
+            if not problem and len(name) > MAX_ADDON_NAME:
+                problem = f"name {name!r} is longer than {MAX_ADDON_NAME} (a label's limit)"
+            if problem:
+                raise self.error(keys["name"][1], f"{where}.name", problem)
+            if name in first_at:
+                raise self.error(
+                    keys["name"][1],
+                    f"{where}.name",
+                    f"duplicate manifest name {name!r} (already at manifests[{first_at[name]}])",
+                )
+            first_at[name] = index
+            url = self.required_string(node, keys, where, "url")
+            url_problem = _check_url(url)
+            if url_problem:
+                raise self.error(keys["url"][1], f"{where}.url", url_problem)
+            result.append(ContentSpec(ContentKind.MANIFESTS, LATEST, url, name))
+        return tuple(result)
+
+    def charts(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:
+        """``charts: [{repo, name, version} | {oci, version}]`` with optional ``caFile``
+        and ``images``; a repository entry's version may be a Helm constraint."""
+        if entry is None or _is_null(entry[1]):
+            return ()
+        result: list[ContentSpec] = []
+        first_at: dict[tuple[str, str], int] = {}
+        for index, node in enumerate(self.sequence(entry[1], "charts")):
+            where = f"charts[{index}]"
+            keys = self.mapping(node, where, _CHART_KEYS)
+            if ("repo" in keys) == ("oci" in keys):
+                raise self.error(node, where, "give either repo (with name) or oci")
+            version = self.required_string(node, keys, where, "version")
+            if "oci" in keys:
+                oci = self.required_string(node, keys, where, "oci")
+                name = self.oci_chart_name(keys["oci"][1], f"{where}.oci", oci)
+                if "name" in keys:
+                    raise self.error(keys["name"][0], f"{where}.name", "an oci entry takes no name")
+                if version_problem(version):
+                    raise self.error(
+                        keys["version"][1],
+                        f"{where}.version",
+                        f"invalid version {version!r} (an OCI chart needs an exact version)",
+                    )
+                location = ChartLocation(oci=oci)
+            else:
+                repo = self.required_string(node, keys, where, "repo")
+                problem = _check_url(repo)
+                if not problem and urlsplit(repo).scheme.lower() == "file":
+                    problem = "a chart repository is https:// or http://"
+                if problem:
+                    raise self.error(keys["repo"][1], f"{where}.repo", problem)
+                name = self.required_string(node, keys, where, "name")
+                problem = provider_name_problem(name)
+                if problem:
+                    raise self.error(keys["name"][1], f"{where}.name", problem)
+                try:
+                    satisfies("0.0.0", version)
+                except InputError as exc:
+                    raise self.error(keys["version"][1], f"{where}.version", str(exc)) from None
+                location = ChartLocation(repo=repo)
+            ca_file = self.optional_string(keys, where, "caFile", None)
+            if ca_file is not None:
+                ca_file = str((self.base_dir / ca_file).absolute())
+            images = self.images(keys.get("images"), f"{where}.images")
+            identity = (name, version)
+            if identity in first_at:
+                raise self.error(
+                    node,
+                    where,
+                    f"duplicate chart {name} {version} (already at charts[{first_at[identity]}])",
+                )
+            first_at[identity] = index
+            location = replace(location, ca_file=ca_file, images=images)
+            result.append(ContentSpec(ContentKind.CHARTS, version, None, name, location))
+        return tuple(result)
+
+    def oci_chart_name(self, node: Node, where: str, text: str) -> str:
+        parts = urlsplit(text)
+        name = parts.path.rstrip("/").rpartition("/")[2]
+        if parts.scheme != "oci" or not parts.netloc or not name or parts.query or parts.fragment:
+            raise self.error(
+                node, where, f"invalid OCI chart {text[:200]!r} (oci://HOST/PATH/NAME)"
+            )
+        if has_userinfo(text):
+            raise self.error(
+                node, where, "an OCI reference carries no credentials: use a credentials file"
+            )
+        problem = provider_name_problem(name)
+        if problem:
+            raise self.error(node, where, problem)
+        return name
+
+    def images(self, entry: tuple[Node, Node] | None, where: str = "images") -> tuple[str, ...]:
         if entry is None or _is_null(entry[1]):
             return ()
         images: list[str] = []
-        for index, node in enumerate(self.sequence(entry[1], "images")):
-            key = f"images[{index}]"
+        for index, node in enumerate(self.sequence(entry[1], where)):
+            key = f"{where}[{index}]"
             text = self.string(node, key)
             try:
                 image = str(parse_reference(text))

@@ -71,7 +71,7 @@ def provider_outputs(
             providers, options, target=target, created=created, registry=registry
         )
     location = options.location or options.output_dir
-    management = content_outputs(contents, location)
+    management = content_outputs(contents, location, str(target))
     files = outputs.files
     files.update(emit.clusterctl_files(providers, location, extra=management.clusterctl))
     files.update(management.files)

@@ -13,7 +13,11 @@ From the rewritten content (``mirror.contents``):
   steps (cert-manager's webhook, the operator's CRDs and webhook), the waits derived
   from the manifests themselves;
 - ``operator/helm/``: the operator's chart package as released and a values file that
-  points its image at the mirror, for those who install the operator with Helm.
+  points its image at the mirror, for those who install the operator with Helm;
+- ``addons/``: each addon manifest as ConfigMaps and a ClusterResourceSet for workload
+  clusters (``configmaps.addons``);
+- ``charts/``: values files, HelmChartProxy examples and a static chart repository for
+  the bundle's Helm charts (``configmaps.charts``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any
 
 import yaml
 
+from airgap.configmaps.addons import addon_files, addons_index
+from airgap.configmaps.charts import chart_files, chart_index, repository_index
 from airgap.configmaps.emit import dump
 from airgap.content.kinds import CERT_MANAGER_FILE, OPERATOR_FILE, ContentKind, is_chart
 from airgap.mirror.contents import RewrittenContent
@@ -50,6 +56,7 @@ class ContentOutputs:
     files: dict[str, bytes] = field(default_factory=dict)
     clusterctl: dict[str, Any] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
+    target: str | None = None  # import's --registry, where charts were pushed
 
 
 @dataclass(frozen=True)
@@ -64,12 +71,26 @@ class Step:
     note: str = ""
 
 
-def content_outputs(contents: Iterable[RewrittenContent], location: Path) -> ContentOutputs:
+def content_outputs(
+    contents: Iterable[RewrittenContent], location: Path, target: str | None = None
+) -> ContentOutputs:
     """``location`` is where the output tree will be read from (``--output-location``,
-    default ``--output-dir``): clusterctl needs absolute ``file://`` URLs."""
-    outputs = ContentOutputs()
+    default ``--output-dir``): clusterctl needs absolute ``file://`` URLs. ``target``
+    (HOST[/PREFIX]) is where import pushed the charts."""
+    outputs = ContentOutputs(target=target)
+    addons: list[str] = []
+    charts: list[str] = []
     for content in contents:
         _EMITTERS[content.kind](content, outputs, location.absolute() / "clusterctl")
+        if content.kind is ContentKind.MANIFESTS:
+            addons.append(content.record.name)
+        if content.kind is ContentKind.CHARTS:
+            charts.append(content.record.name)
+    if addons:
+        outputs.files.update(addons_index(addons))
+    if charts:
+        outputs.files["charts/repository/index.yaml"] = repository_index(outputs.files)
+        outputs.files.update(chart_index(charts))
     return outputs
 
 
@@ -121,10 +142,25 @@ def _templates(content: RewrittenContent, out: ContentOutputs, base: Path) -> No
         out.files[f"clusterctl/{record.name}/{record.version}/{name}"] = data
 
 
+def _addons(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
+    record = content.record
+    for data in content.files.values():  # one manifest per record: NAME.yaml
+        out.files.update(addon_files(record.name, record.version, data.decode()))
+
+
+def _charts(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
+    record = content.record
+    out.files.update(
+        chart_files(record.name, record.version, content.files, content.values, out.target)
+    )
+
+
 _EMITTERS = {
     ContentKind.CERT_MANAGER: _cert_manager,
     ContentKind.OPERATOR: _operator,
     ContentKind.TEMPLATES: _templates,
+    ContentKind.MANIFESTS: _addons,
+    ContentKind.CHARTS: _charts,
 }
 
 

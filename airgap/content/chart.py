@@ -21,19 +21,21 @@ subchart's.
 
 from __future__ import annotations
 
-import io
-import tarfile
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from airgap.bundle.tarread import TarFormatError, TarReader, TarTruncated
 from airgap.errors import InputError
 from airgap.limits import MAX_CHART_FILE_BYTES, MAX_CHART_MEMBERS, MAX_CHART_UNPACKED_BYTES
 from airgap.reference import Reference, parse_reference
 from airgap.yamlload import load_single
 
 CHART_FILE = "Chart.yaml"
+ARTIFACTHUB_IMAGES = "artifacthub.io/images"
+MAX_SUBCHART_DEPTH = 3
 VALUES_FILE = "values.yaml"
 _TEMPLATE_SUFFIXES = (".yaml", ".yml", ".tpl")
 
@@ -49,6 +51,17 @@ class ChartImage:
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A dependency ``Chart.yaml`` declares; ``vendored`` when the package carries it
+    under ``charts/`` (as ``helm dependency update`` leaves it), so nothing is fetched."""
+
+    name: str
+    version: str  # a Helm version constraint
+    repository: str  # https://..., oci://..., or empty/file://... (vendored only)
+    vendored: bool
+
+
+@dataclass(frozen=True)
 class Chart:
     """What airgap reads from a chart package."""
 
@@ -58,15 +71,32 @@ class Chart:
     images: tuple[ChartImage, ...]
     honours_digest: bool  # a template reads an image ``digest`` value
     warnings: tuple[str, ...] = field(default=())
+    dependencies: tuple[Dependency, ...] = field(default=())
+    # images named literally in templates or in the artifacthub.io/images annotation,
+    # carried but not overridable by values; and those of vendored subcharts' own
+    # templates and annotations
+    literal_images: tuple[str, ...] = field(default=())
+    global_registry: bool = False  # values.yaml sets global.imageRegistry
+    # Chart.yaml as parsed: what Helm's OCI config is made from
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def image_references(self) -> list[str]:
-        return list(dict.fromkeys(image.reference for image in self.images))
+        found = [image.reference for image in self.images] + list(self.literal_images)
+        return list(dict.fromkeys(found))
 
 
-def read_chart(package: bytes, source: str) -> Chart:
-    """Parse a chart package; InputError (naming ``source``) when it is not one."""
-    files = _chart_files(_unpack(package, source), source)
+def read_chart(package: bytes, source: str, *, depth: int = 0) -> Chart:
+    """Parse a chart package; InputError (naming ``source``) when it is not one.
+
+    Vendored subcharts (``charts/NAME/`` directories and ``charts/*.tgz`` packages, at
+    most ``MAX_SUBCHART_DEPTH`` deep) are read too: their values images are found under
+    their name in the parent's values, as Helm passes them down."""
+    files, packages = _chart_files(_unpack(package, source), source)
+    return _parse(files, packages, source, depth)
+
+
+def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth: int) -> Chart:
     metadata = _yaml(files, CHART_FILE, source)
     if not isinstance(metadata, dict):
         raise InputError(f"{source}: {CHART_FILE} is not a mapping")
@@ -76,20 +106,180 @@ def read_chart(package: bytes, source: str) -> Chart:
     app_version = metadata.get("appVersion")
     values = _yaml(files, VALUES_FILE, source) if VALUES_FILE in files else None
     warnings: list[str] = []
-    images = tuple(_images(values, str(app_version) if app_version is not None else None, warnings))
-    templates = [
-        text
+    app = str(app_version) if app_version is not None else None
+    global_registry = _global_registry(values)
+    images = list(_images(values, app, warnings, global_registry))
+    templates = {
+        path: text
         for path, text in files.items()
         if path.startswith("templates/") and path.endswith(_TEMPLATE_SUFFIXES)
-    ]
+    }
+    literal = _template_images(templates, images, warnings)
+    literal += _annotation_images(metadata, source, warnings)
+    subcharts = _subcharts(files, packages, source, depth)
+    vendored = {sub.name for sub in subcharts}
+    dependencies = tuple(_dependencies(metadata, vendored, source))
+    aliases = {d.name: d.name for d in dependencies}
+    aliases.update(_aliases(metadata))
+    for sub in subcharts:
+        key = aliases.get(sub.name, sub.name)
+        images += [
+            ChartImage((key, *image.path), image.reference, image.style, image.has_registry)
+            for image in sub.images
+        ]
+        literal += list(sub.literal_images)
+        warnings += [f"subchart {sub.name}: {warning}" for warning in sub.warnings]
     return Chart(
         name=name,
         version=str(version),
-        app_version=str(app_version) if app_version is not None else None,
-        images=images,
-        honours_digest=any(".digest" in text for text in templates),
+        app_version=app,
+        images=tuple(images),
+        honours_digest=any(".digest" in text for text in templates.values())
+        or any(sub.honours_digest for sub in subcharts),
         warnings=tuple(warnings),
+        dependencies=dependencies,
+        literal_images=tuple(dict.fromkeys(literal)),
+        global_registry=global_registry is not None,
+        metadata={str(key): value for key, value in metadata.items()},
     )
+
+
+def _global_registry(values: Any) -> str | None:
+    """``global.imageRegistry``, which charts built on Bitnami's common library put in
+    front of every image (and prefer to each image's own ``registry``)."""
+    if isinstance(values, dict) and isinstance(values.get("global"), dict):
+        registry = values["global"].get("imageRegistry")
+        if isinstance(registry, str) and registry.strip():
+            return registry.strip().rstrip("/")
+    return None
+
+
+_IMAGE_LINE = re.compile(r"^\s*(?:-\s+)?image:\s*(?P<value>\S.*?)\s*$")
+_VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z0-9_]+)+)")
+
+
+def _template_images(
+    templates: dict[str, str], images: list[ChartImage], warnings: list[str]
+) -> list[str]:
+    """Images templates write literally (``image: quay.io/x/y:v1``); an ``image:`` made
+    by a template expression that reads none of the values images found is a warning
+    naming the file and line: airgap cannot know what it renders to."""
+    found: list[str] = []
+    known = [image.path for image in images]
+    for path in sorted(templates):
+        for number, line in enumerate(templates[path].splitlines(), start=1):
+            match = _IMAGE_LINE.match(line)
+            if not match:
+                continue
+            value = match.group("value").strip("'\"")
+            if "{{" in value:
+                used = [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(value)]
+                if not any(_related(use, path_) for use in used for path_ in known):
+                    warnings.append(
+                        f"{path}:{number}: image from a template expression airgap cannot "
+                        f"resolve: {value[:120]}"
+                    )
+                continue
+            if not value or value.startswith(("#", "|", ">")):
+                continue
+            try:
+                found.append(str(parse_reference(value)))
+            except InputError:
+                warnings.append(f"{path}:{number}: {value[:80]!r} is not an image")
+    return found
+
+
+def _related(used: tuple[str, ...], image_path: tuple[str, ...]) -> bool:
+    shorter = min(len(used), len(image_path))
+    return shorter > 0 and used[:shorter] == image_path[:shorter]
+
+
+def _annotation_images(metadata: dict[Any, Any], source: str, warnings: list[str]) -> list[str]:
+    """``artifacthub.io/images``: a YAML list of ``{name, image}`` in Chart.yaml's
+    annotations, which many charts keep to list what they run."""
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict):
+        return []
+    text = annotations.get(ARTIFACTHUB_IMAGES)
+    if not isinstance(text, str):
+        return []
+    try:
+        entries = load_single(text, f"{source}: {CHART_FILE} {ARTIFACTHUB_IMAGES}")
+    except InputError as exc:
+        warnings.append(str(exc))
+        return []
+    found: list[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        image = entry.get("image") if isinstance(entry, dict) else None
+        if not isinstance(image, str):
+            continue
+        try:
+            found.append(str(parse_reference(image.strip())))
+        except InputError:
+            warnings.append(f"{ARTIFACTHUB_IMAGES}: {image[:80]!r} is not an image")
+    return found
+
+
+def _dependencies(
+    metadata: dict[Any, Any], vendored: set[str], source: str
+) -> Iterator[Dependency]:
+    entries = metadata.get("dependencies")
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise InputError(f"{source}: {CHART_FILE} dependencies is not a list")
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise InputError(f"{source}: {CHART_FILE} has a dependency without a name")
+        version = entry.get("version")
+        repository = entry.get("repository")
+        yield Dependency(
+            name=entry["name"],
+            version=str(version) if version is not None else "",
+            repository=repository if isinstance(repository, str) else "",
+            vendored=entry["name"] in vendored,
+        )
+
+
+def _aliases(metadata: dict[Any, Any]) -> dict[str, str]:
+    entries = metadata.get("dependencies")
+    aliases: dict[str, str] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("alias"), str):
+            aliases[str(entry.get("name"))] = entry["alias"]
+    return aliases
+
+
+def _subcharts(
+    files: dict[str, str], packages: dict[str, bytes], source: str, depth: int
+) -> list[Chart]:
+    """The charts vendored under ``charts/``: directories and packages."""
+    if depth >= MAX_SUBCHART_DEPTH:
+        if packages or any(path.startswith("charts/") for path in files):
+            raise InputError(f"{source}: subcharts nested more than {MAX_SUBCHART_DEPTH} deep")
+        return []
+    found: list[Chart] = []
+    directories = sorted(
+        {
+            path.split("/")[1]
+            for path in files
+            if path.startswith("charts/") and path.count("/") >= 2
+        }
+    )
+    for directory in directories:
+        prefix = f"charts/{directory}/"
+        inner = {
+            path[len(prefix) :]: text for path, text in files.items() if path.startswith(prefix)
+        }
+        inner_packages = {
+            path[len(prefix) :]: data for path, data in packages.items() if path.startswith(prefix)
+        }
+        if CHART_FILE in inner:
+            found.append(_parse(inner, inner_packages, f"{source}: {prefix}", depth + 1))
+    for path in sorted(packages):
+        if path.count("/") == 1:  # charts/NAME-VERSION.tgz
+            found.append(read_chart(packages[path], f"{source}: {path}", depth=depth + 1))
+    return found
 
 
 def _unpack(package: bytes, source: str) -> bytes:
@@ -107,58 +297,95 @@ def _unpack(package: bytes, source: str) -> bytes:
     return data
 
 
-def _chart_files(data: bytes, source: str) -> dict[str, str]:
-    """``path below the chart directory -> text`` for the chart's own YAML files."""
+class _Memory:
+    """Bytes readable by offset, for ``TarReader``."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def pread(self, length: int, offset: int) -> bytes:
+        return self._data[offset : offset + length]
+
+
+def _chart_files(data: bytes, source: str) -> tuple[dict[str, str], dict[str, bytes]]:
+    """``path below the chart directory -> text`` for the YAML files airgap reads (the
+    chart's own and its vendored subcharts'), and ``path -> bytes`` of the subchart
+    packages under ``charts/``. Headers are walked by airgap's bounded tar reader (as
+    bundles are: never CPython's tarfile), in memory: nothing is written to disk, so no
+    member name ever becomes a path."""
     files: dict[str, str] = {}
+    packages: dict[str, bytes] = {}
     top: str | None = None
+    reader = TarReader(_Memory(data))
+    empty = not data.strip(b"\0")  # an archive of no members: end blocks only
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
-            for count, member in enumerate(archive):
-                if count >= MAX_CHART_MEMBERS:
-                    raise InputError(f"{source}: more than {MAX_CHART_MEMBERS} files")
-                head, _, rest = member.name.lstrip("./").partition("/")
-                top = top or head
-                if head != top or not member.isfile() or not _wanted(rest):
-                    continue
-                if member.size > MAX_CHART_FILE_BYTES:
-                    raise InputError(
-                        f"{source}: {member.name} is larger than "
-                        f"{MAX_CHART_FILE_BYTES >> 20} MiB (Helm refuses such a file too)"
-                    )
-                reader = archive.extractfile(member)
-                if reader is None:
-                    continue
-                try:
-                    files[rest] = reader.read().decode("utf-8")
-                except UnicodeDecodeError:
-                    raise InputError(f"{source}: {member.name} is not UTF-8 text") from None
-    except tarfile.TarError as exc:
+        for count in range(0 if empty else MAX_CHART_MEMBERS + 1):
+            entry = reader.next()
+            if entry is None:
+                break
+            if count >= MAX_CHART_MEMBERS:
+                raise InputError(f"{source}: more than {MAX_CHART_MEMBERS} files")
+            head, _, rest = entry.name.lstrip("./").partition("/")
+            top = top or head
+            if head != top or not entry.isreg() or ".." in rest.split("/"):
+                continue
+            wanted = _wanted(rest)
+            if not wanted:
+                continue
+            if entry.size > MAX_CHART_FILE_BYTES:
+                raise InputError(
+                    f"{source}: {entry.name[:200]} is larger than "
+                    f"{MAX_CHART_FILE_BYTES >> 20} MiB (Helm refuses such a file too)"
+                )
+            content = reader.pread(entry.size, entry.offset_data)
+            if wanted == "package":
+                packages[rest] = content
+                continue
+            try:
+                files[rest] = content.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{source}: {entry.name[:200]} is not UTF-8 text") from None
+    except (TarFormatError, TarTruncated) as exc:
         raise InputError(f"{source}: not a chart package ({exc})") from None
     if CHART_FILE not in files:
         raise InputError(f"{source}: no {CHART_FILE} in the chart's directory")
-    return files
+    return files, packages
 
 
-def _wanted(path: str) -> bool:
-    if path in (CHART_FILE, VALUES_FILE):
-        return True
-    return path.startswith("templates/") and path.endswith(_TEMPLATE_SUFFIXES)
+def _wanted(path: str) -> str | None:
+    """``text`` for a file read as YAML, ``package`` for a vendored chart package."""
+    parts = path.split("/")
+    while len(parts) > 2 and parts[0] == "charts":  # a vendored subchart directory
+        parts = parts[2:]
+    if len(parts) == 2 and parts[0] == "charts" and parts[1].endswith(".tgz"):
+        return "package"
+    if parts in ([CHART_FILE], [VALUES_FILE]):
+        return "text"
+    if parts[0] == "templates" and parts[-1].endswith(_TEMPLATE_SUFFIXES):
+        return "text"
+    return None
 
 
 def _yaml(files: dict[str, str], name: str, source: str) -> Any:
     return load_single(files[name], f"{source}: {name}")
 
 
-def _images(values: Any, app_version: str | None, warnings: list[str]) -> Iterator[ChartImage]:
+def _images(
+    values: Any, app_version: str | None, warnings: list[str], global_registry: str | None = None
+) -> Iterator[ChartImage]:
     for path, node in _walk(values, ()):
         imagey = any("image" in key.lower() for key in path)
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
-            found = _mapping_image(node, app_version)
+            found = _mapping_image(node, app_version, global_registry)
             if found is None:
                 warnings.append(f"values {'.'.join(path)}: not a resolvable image")
                 continue
             yield ChartImage(path, found, "mapping", has_registry="registry" in node)
-        elif isinstance(node, str) and path and path[-1].lower() == "image" and node.strip():
+        elif isinstance(node, str) and path and path[-1].lower().endswith("image") and node.strip():
             try:
                 yield ChartImage(path, str(parse_reference(node.strip())), "string")
             except InputError:
@@ -183,9 +410,11 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
                 yield from _walk(child, (*path, key))
 
 
-def _mapping_image(node: dict[str, Any], app_version: str | None) -> str | None:
+def _mapping_image(
+    node: dict[str, Any], app_version: str | None, global_registry: str | None = None
+) -> str | None:
     repository = str(node["repository"]).strip()
-    registry = node.get("registry")
+    registry = global_registry or node.get("registry")
     if isinstance(registry, str) and registry.strip():
         repository = f"{registry.strip().rstrip('/')}/{repository}"
     tag = node.get("tag")
@@ -223,12 +452,14 @@ def values_overrides(
         if found is None:
             continue
         reference, digest = found
+        if chart.global_registry:  # it wins over each image's registry: the mirror's
+            overrides.setdefault("global", {})["imageRegistry"] = reference.registry
         if image.style == "string":
             pinned = reference.with_digest(digest) if digest else reference
             _set(overrides, image.path, str(pinned))
             continue
         value: dict[str, Any] = {}
-        if image.has_registry:
+        if image.has_registry or chart.global_registry:
             value["registry"] = reference.registry
             value["repository"] = reference.repository
         else:

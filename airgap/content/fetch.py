@@ -8,6 +8,8 @@ beside each other in the bundle's layout, and discover the images each one runs.
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,9 @@ from pathlib import Path
 import httpx
 
 from airgap.content.chart import read_chart
-from airgap.content.kinds import ContentKind, ContentSpec, is_chart, is_manifest
+from airgap.content.helm import ChartSource, PoolFactory, chart_source, fetch_chart
+from airgap.content.kinds import ADDONS_DIR, ContentKind, ContentSpec, is_chart, is_manifest
+from airgap.content.urlfile import URLFileSource
 from airgap.errors import AirgapError, InputError, NotFoundError
 from airgap.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.components import lenient_images, parse_components
@@ -46,8 +50,19 @@ class FetchedContent:
     unresolved: list[str] = field(default_factory=list)
 
 
-def request_for(spec: ContentSpec, client: httpx.Client) -> ContentRequest:
-    """The request a spec entry makes (cert-manager, the operator)."""
+def request_for(
+    spec: ContentSpec, client: httpx.Client, pools: PoolFactory | None = None
+) -> ContentRequest:
+    """The request a spec entry makes (cert-manager, the operator, addon manifests,
+    charts; ``pools`` opens registry access for OCI charts)."""
+    if spec.kind is ContentKind.CHARTS:
+        assert spec.name is not None and spec.chart is not None, "the spec reader checked"
+        return ContentRequest(
+            spec.kind, spec.name, spec.version, chart_source(spec.chart, client, pools)
+        )
+    if spec.kind is ContentKind.MANIFESTS:
+        assert spec.name is not None and spec.url is not None, "the spec reader checked"
+        return ContentRequest(spec.kind, spec.name, spec.version, URLFileSource(spec.url, client))
     source = source_for(spec.source_url, client)
     name = spec.kind.fixed_name
     assert name is not None
@@ -67,6 +82,10 @@ def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | 
     """Download ``request``'s files into ``dest_root/DIRECTORY/``; None when the kind
     takes nothing from this release (a provider release without templates)."""
     kind, source = request.kind, request.source
+    if kind is ContentKind.MANIFESTS:
+        return _fetch_addon(request, dest_root)
+    if kind is ContentKind.CHARTS:
+        return _fetch_chart(request, dest_root)
     version = source.resolve_version(request.version)
     who = f"{kind.title} {version} from {source.url}"
     names = _select(kind, version, source, who)
@@ -87,6 +106,43 @@ def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | 
         return None
     images, unresolved = discover(kind, files, who)
     return FetchedContent(kind, request.name, version, source.url, files, images, unresolved)
+
+
+def _fetch_addon(request: ContentRequest, dest_root: Path) -> FetchedContent:
+    """One addon manifest: downloaded first, then filed under the version its bytes
+    decide (``sha256-`` and 16 hex digits), as ``NAME.yaml``."""
+    name, source = request.name, request.source
+    staging = (dest_root / ADDONS_DIR / f".{name}.download").absolute()
+    partial = staging / f"{name}.yaml"
+    try:
+        source.fetch(request.version, partial.name, partial)
+        digest = hashlib.sha256()
+        with partial.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        version = f"sha256-{digest.hexdigest()[:16]}"
+        path = (dest_root / request.kind.directory(name, version) / partial.name).absolute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.replace(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    who = f"manifest {name} from {source.url}"
+    images, unresolved = discover(request.kind, [path], who)
+    return FetchedContent(request.kind, name, version, source.url, [path], images, unresolved)
+
+
+def _fetch_chart(request: ContentRequest, dest_root: Path) -> FetchedContent:
+    """A chart and the dependencies it does not vendor, named and versioned as its
+    Chart.yaml says; images from every package, then the entry's explicit ones."""
+    source = request.source
+    assert isinstance(source, ChartSource)
+    name, version, fetched = fetch_chart(source, request.name, request.version, dest_root)
+    who = f"chart {name} {version} from {source.url}"
+    images, unresolved = discover(request.kind, fetched.files, who)
+    images += [image for image in source.location.images if image not in images]
+    return FetchedContent(
+        request.kind, name, version, source.url, fetched.files, images, unresolved
+    )
 
 
 def _select(

@@ -13,6 +13,17 @@ its files come from, which files it takes and where they live in the bundle.
 Files are told apart by name: ``*.yaml`` files are manifests (images discovered and
 rewritten line by line, like components), ``*.tgz`` files are Helm chart packages
 (images read from ``values.yaml``; the package travels byte for byte).
+
+Addon manifests (``manifests:`` in the spec) are content too: one file fetched from any
+URL, named ``NAME.yaml`` under ``addons/NAME/VERSION`` where VERSION is ``sha256-`` and
+the first 16 hex digits of the file's digest (a URL has no release version, and two
+bundles of different bytes must not claim the same one). Import turns each into a
+ClusterResourceSet for workload clusters (``configmaps.addons``).
+
+Helm charts (``charts:``) are content as well: a record per spec entry, named and
+versioned as the chart's ``Chart.yaml`` says, under ``charts/NAME/VERSION``, holding the
+package as published (``NAME-VERSION.tgz``, its ``.prov`` when there is one) and the
+packages of the dependencies it does not vendor.
 """
 
 from __future__ import annotations
@@ -26,6 +37,9 @@ from airgap.names import file_name_problem, provider_name_problem
 
 CONTENT_DIR = "content"
 PROVIDERS_DIR = "providers"  # templates live beside their provider's components
+ADDONS_DIR = "addons"  # addon manifests, one directory per entry name
+CHARTS_DIR = "charts"  # Helm charts and their dependencies, per chart and version
+PROVENANCE_SUFFIX = ".prov"
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 CHART_SUFFIX = ".tgz"
 
@@ -46,6 +60,8 @@ class ContentKind(enum.Enum):
     CERT_MANAGER = "certManager"
     OPERATOR = "operator"
     TEMPLATES = "templates"
+    MANIFESTS = "manifests"
+    CHARTS = "charts"
 
     @property
     def title(self) -> str:
@@ -71,13 +87,17 @@ class ContentKind(enum.Enum):
     @property
     def unique(self) -> bool:
         """At most one record of this kind per bundle (one cert-manager, one operator)."""
-        return self is not ContentKind.TEMPLATES
+        return self not in (ContentKind.TEMPLATES, ContentKind.MANIFESTS, ContentKind.CHARTS)
 
     def directory(self, name: str, version: str) -> str:
         """The bundle directory of a record. Templates sit beside their provider's
         components, so the bundle's ``providers/`` is a clusterctl repository with its
         flavors; cert-manager and the operator under ``content/NAME/VERSION``."""
-        top = PROVIDERS_DIR if self is ContentKind.TEMPLATES else CONTENT_DIR
+        top = {
+            ContentKind.TEMPLATES: PROVIDERS_DIR,
+            ContentKind.MANIFESTS: ADDONS_DIR,
+            ContentKind.CHARTS: CHARTS_DIR,
+        }.get(self, CONTENT_DIR)
         return f"{top}/{name}/{version}"
 
     def required_files(self, version: str) -> list[str]:
@@ -110,6 +130,11 @@ class ContentKind(enum.Enum):
         allowed = self.required_files(version) + self.optional_files(version)
         if self is ContentKind.TEMPLATES:
             return None if is_template_file(name) else f"{name!r} is not a cluster template"
+        if self is ContentKind.MANIFESTS:
+            return None if is_manifest(name) else f"{name!r} is not a YAML manifest"
+        if self is ContentKind.CHARTS:
+            chart = is_chart(name) or name.endswith(CHART_SUFFIX + PROVENANCE_SUFFIX)
+            return None if chart else f"{name!r} is not a chart package or its provenance"
         if name not in allowed:
             return f"{name!r} is not a file of {self.title} (expected {', '.join(allowed)})"
         return None
@@ -119,11 +144,20 @@ _TITLES = {
     ContentKind.CERT_MANAGER: "cert-manager",
     ContentKind.OPERATOR: "the Cluster API operator",
     ContentKind.TEMPLATES: "cluster templates",
+    ContentKind.MANIFESTS: "addon manifests",
+    ContentKind.CHARTS: "Helm charts",
 }
 
 
 def operator_chart_file(version: str) -> str:
     return f"{OPERATOR_NAME}-{version.removeprefix('v')}{CHART_SUFFIX}"
+
+
+def chart_file(name: str, version: str) -> str:
+    """A chart package's file name, as ``helm package`` names it, with a version's
+    ``+`` (build metadata) written ``_`` as Helm writes it in OCI tags: a file name
+    in a bundle holds letters, digits, '.', '_' and '-' only."""
+    return f"{name}-{version.replace('+', '_')}{CHART_SUFFIX}"
 
 
 def is_template_file(name: str) -> bool:
@@ -154,13 +188,28 @@ def name_problem(kind: ContentKind, name: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class ChartLocation:
+    """Where a spec's chart entry comes from: a classic chart repository (``repo``, its
+    ``index.yaml``) or an OCI reference (``oci://HOST/PATH/NAME``); ``ca_file`` adds a CA
+    for the repository's TLS; ``images`` are carried besides those discovered."""
+
+    repo: str | None = None
+    oci: str | None = None
+    ca_file: str | None = None
+    images: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContentSpec:
     """One content entry of a spec: a kind, a version (or ``latest``) and an optional
-    release URL (any source a provider URL may be)."""
+    release URL (any source a provider URL may be). Addon manifests have a ``name`` (the
+    spec's) and a ``url`` to the one file; their version is decided by its bytes."""
 
     kind: ContentKind
     version: str
     url: str | None = None
+    name: str | None = None
+    chart: ChartLocation | None = None  # charts: where the chart comes from
 
     @property
     def source_url(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from airgap import phases
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.chart import read_chart, values_overrides
-from airgap.content.kinds import ContentKind, is_chart, is_manifest
+from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
 from airgap.errors import AirgapError
 from airgap.mirror.mapping import Mapping
 from airgap.mirror.rewrite import rewrite_images
@@ -89,6 +89,9 @@ def _rewrite(
         if is_chart(name):
             files[name] = data
             values[name] = values_overrides(read_chart(data, path), targets.target)
+            continue
+        if name.endswith(PROVENANCE_SUFFIX):  # a chart's signature travels as it came
+            files[name] = data
             continue
         if not is_manifest(name):
             continue  # verify refuses other files; nothing to write for them

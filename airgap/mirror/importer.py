@@ -19,12 +19,12 @@ from airgap.fsutil import write_atomic
 from airgap.havelist import HaveList
 from airgap.inputfile import read_small
 from airgap.mirror.blobindex import BlobIndex
+from airgap.mirror.charts import push_charts
 from airgap.mirror.closure import Closure, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import rewrite_contents
 from airgap.mirror.have import have_list
-from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list, publish_all
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
@@ -229,8 +229,7 @@ def run_import(
         finally:
             if index is not None:
                 index.save()
-        # every provider as OpenShift's image-based installer reads it, whatever its source
-        published = publish_all(registry, options.target, providers)
+        push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
@@ -243,7 +242,6 @@ def run_import(
             ca_pem=read_ca(options.ca_file),
             plain_http=plain_http,
         )
-        files[COMPONENTS_FILE] = component_list(published)
     closure = check_closure(options, manifest, mappings, files)
     dangling = [str(item) for item in closure.dangling]
     result = ImportResult(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.chart import read_chart
-from airgap.content.kinds import ContentKind, is_chart, parse_kind
+from airgap.content.kinds import ContentKind, chart_file, is_chart, parse_kind
 from airgap.errors import InputError
 from airgap.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.types import ProviderType
@@ -99,7 +99,7 @@ def _check_file(
     except InputError as exc:
         return [Failure("content", subject, f"is not a chart package: {exc}")]
     expected = path.rsplit("/", 1)[1]
-    if f"{chart.name}-{chart.version}.tgz" != expected:
+    if expected not in (f"{chart.name}-{chart.version}.tgz", chart_file(chart.name, chart.version)):
         return [
             Failure(
                 "content",

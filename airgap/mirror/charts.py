@@ -1,0 +1,88 @@
+"""Push the bundle's Helm charts into the target registry as OCI Helm charts.
+
+Every chart package of every ``charts`` record (the entry's chart and the dependencies
+collected with it) goes to ``TARGET/charts/NAME`` at tag VERSION (``+`` as ``_``), as
+``helm push`` would store it (``content.helmoci``): the package byte for byte as the
+layer, ``Chart.yaml`` as the config, the ``.prov`` as a provenance layer when carried.
+Blobs the registry already holds are not sent again, and each tag is asked for after
+pushing, so a registry that accepted and stored nothing fails the import here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from airgap import phases
+from airgap.content.chart import read_chart
+from airgap.content.helmoci import HelmArtifact, helm_artifact, oci_tag
+from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart
+from airgap.errors import AirgapError
+from airgap.mirror.contents import RewrittenContent
+from airgap.mirror.mapping import Target
+from airgap.oci import Manifest
+from airgap.registry.client import Registry
+
+
+@dataclass(frozen=True)
+class PushedChart:
+    name: str
+    version: str
+    reference: str  # HOST/PREFIX/charts/NAME:TAG
+    digest: str
+
+
+def chart_repository(target: Target, name: str) -> str:
+    prefix = f"{target.prefix}/" if target.prefix else ""
+    return f"{prefix}charts/{name}"
+
+
+def push_charts(
+    registry: Registry, contents: Iterable[RewrittenContent], target: Target
+) -> list[PushedChart]:
+    pushed: list[PushedChart] = []
+    with phases.timed("charts/push"):
+        for content in contents:
+            if content.kind is not ContentKind.CHARTS:
+                continue
+            for name, data in content.files.items():
+                if not is_chart(name):
+                    continue
+                chart = read_chart(data, name)
+                artifact = helm_artifact(
+                    chart.metadata, data, content.files.get(name + PROVENANCE_SUFFIX)
+                )
+                repository = chart_repository(target, chart.name)
+                tag = oci_tag(chart.version)
+                _push(registry, repository, tag, artifact, f"push chart {chart.name}")
+                pushed.append(
+                    PushedChart(
+                        chart.name,
+                        chart.version,
+                        f"{target.host}/{repository}:{tag}",
+                        artifact.digest,
+                    )
+                )
+    return pushed
+
+
+def _push(registry: Registry, repository: str, tag: str, artifact: HelmArtifact, what: str) -> None:
+    blobs = [artifact.config, artifact.package]
+    if artifact.provenance is not None:
+        blobs.append(artifact.provenance)
+    manifest = Manifest.from_bytes(artifact.manifest)
+    for blob, descriptor in zip(blobs, manifest.blobs(), strict=True):
+        if registry.blob_size(repository, descriptor.digest, what=what) == len(blob):
+            continue
+
+        def body(offset: int, data: bytes = blob) -> Iterator[bytes]:
+            yield data[offset:]
+
+        registry.upload_blob(repository, descriptor.digest, len(blob), body, what=what)
+    registry.put_manifest(repository, tag, manifest, what=what)
+    stored = registry.manifest_digest(repository, tag, what=what)
+    if stored != manifest.digest:
+        raise AirgapError(
+            f"{what}: registry {registry.display_name} answers {repository}:{tag} with "
+            f"{stored or 'nothing'}, not the {manifest.digest} pushed"
+        )

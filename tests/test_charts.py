@@ -1,0 +1,499 @@
+"""Helm charts (``charts:``): version constraints, the spec, image discovery without
+Helm, and one collect -> verify -> import through the CLI.
+
+A real classic chart repository is served on loopback (``index.yaml`` with a relative
+and an absolute package URL, sha256 digests, a provenance file), an OCI chart is pushed
+into a real registry with the PyPI ``oras`` client, images come from the real source
+registry; import pushes every chart into a real registry, and ``oras`` pulls each back
+and finds the package byte-equal under Helm's media types.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import oras.provider
+import pytest
+import yaml
+
+from airgap.collect.spec import parse_spec
+from airgap.content.chart import read_chart
+from airgap.content.constraints import best, satisfies
+from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
+from airgap.content.helmoci import helm_config
+from airgap.content.kinds import ChartLocation, ContentKind
+from airgap.errors import InputError, NotFoundError, SpecError
+from airgap.oci import sha256_digest
+from airgap.reference import parse_reference
+from tests.harness import skopeo
+from tests.harness.bundle_fixtures import SigningKey
+from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.images import TestImage
+from tests.harness.registry import RegistryServer
+from tests.harness.releases import ReleaseServer
+
+
+def package(top: str, files: dict[str, str | bytes]) -> bytes:
+    """A chart package as ``helm package`` lays it out (members under NAME/)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, text in files.items():
+            data = text.encode() if isinstance(text, str) else text
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            info.mtime = 1_700_000_000
+            archive.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+# --- constraints and the spec --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "constraint", "expected"),
+    [
+        ("1.2.3", "^1.2.0", True),
+        ("2.0.0", "^1.2.0", False),
+        ("0.2.5", "^0.2.3", True),
+        ("0.3.0", "^0.2.3", False),
+        ("1.2.9", "~1.2.3", True),
+        ("1.3.0", "~1.2.3", False),
+        ("1.5.0", ">=1.2 <1.6", True),
+        ("1.6.0", ">=1.2, <1.6", False),
+        ("1.4.0", "1.2 - 1.4.5", True),
+        ("1.4.6", "1.2 - 1.4.5", False),
+        ("3.1.0", "1.x || >=3", True),
+        ("2.0.0", "1.x", False),
+        ("1.2.3-rc.1", "^1.2.0", False),  # pre-releases only when asked for
+        ("1.2.3-rc.1", ">=1.2.3-rc.0", True),
+        ("12.1.2", "12.1.2", True),
+        ("1.2.5", "!=1.2.x", False),
+        ("1.2.9", ">1.2", False),
+    ],
+)
+def test_helm_constraints(version: str, constraint: str, expected: bool) -> None:
+    assert satisfies(version, constraint) is expected
+
+
+def test_best_version_and_bad_constraint() -> None:
+    assert best(["1.0.0", "1.1.0", "2.0.0", "1.2.0-rc.1"], "^1.0.0") == "1.1.0"
+    assert best(["1.0.0"], ">=2") is None
+    with pytest.raises(InputError, match="invalid version constraint"):
+        satisfies("1.0.0", ">=one")
+
+
+def spec_of(text: str, tmp_path: Path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return parse_spec(text, path)
+
+
+def test_spec_reads_charts(tmp_path: Path) -> None:
+    spec = spec_of(
+        "charts:\n"
+        "  - {repo: 'https://rancher.github.io/fleet-helm-charts/', name: fleet, version: 0.12.3}\n"
+        "  - {oci: 'oci://ghcr.io/example/charts/app', version: 1.2.0, images: [quay.io/x/e:v1]}\n",
+        tmp_path,
+    )
+    fleet, app = spec.charts
+    assert (fleet.kind, fleet.name, fleet.version) == (ContentKind.CHARTS, "fleet", "0.12.3")
+    assert fleet.chart == ChartLocation(repo="https://rancher.github.io/fleet-helm-charts/")
+    assert app.name == "app"
+    assert app.chart == ChartLocation(
+        oci="oci://ghcr.io/example/charts/app", images=("quay.io/x/e:v1",)
+    )
+    assert spec.contents == spec.charts
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "needle"),
+    [
+        ("charts:\n  - {name: a, version: 1.0.0}\n", 2, "give either repo (with name) or oci"),
+        (
+            "charts:\n  - {repo: 'https://x/', oci: 'oci://x/a', version: 1}\n",
+            2,
+            "give either repo",
+        ),
+        ("charts:\n  - {repo: 'https://x/', version: 1.0.0}\n", 2, "charts[0].name: missing"),
+        ("charts:\n  - {oci: 'https://x/a', version: 1.0.0}\n", 2, "invalid OCI chart"),
+        ("charts:\n  - {oci: 'oci://x/a', version: ^1.0}\n", 2, "needs an exact version"),
+        (
+            "charts:\n  - {repo: 'https://x/', name: a, version: '>=one'}\n",
+            2,
+            "invalid version constraint",
+        ),
+        ("charts:\n  - {repo: 'file:///x', name: a, version: 1.0.0}\n", 2, "https:// or http://"),
+        (
+            "charts:\n  - repo: 'https://x/'\n    name: a\n    version: 1\n    images: [UP]\n",
+            5,
+            "charts[0].images[0]",
+        ),
+        (
+            "charts:\n  - {repo: 'https://x/', name: a, version: 1.0.0}\n"
+            "  - {repo: 'https://y/', name: a, version: 1.0.0}\n",
+            3,
+            "duplicate chart a 1.0.0",
+        ),
+    ],
+)
+def test_spec_errors_name_file_line_and_key(
+    tmp_path: Path, text: str, line: int, needle: str
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        spec_of(text, tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'spec.yaml'}:{line}:"), message
+    assert needle in message
+
+
+# --- discovery without Helm ----------------------------------------------------------------
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          image: "{{ .Values.image.registry }}/{{ .Values.image.repository }}{{ if .Values.image.digest }}@{{ .Values.image.digest }}{{ else }}:{{ .Values.image.tag }}{{ end }}"
+        - name: exporter
+          image: {{ .Values.exporter.name }}:{{ .Values.exporter.version }}
+        - name: literal
+          image: LITERAL
+"""
+
+
+@dataclass(frozen=True)
+class Images:
+    app: str
+    sidecar: str
+    multi: str
+    docker: str
+
+
+def web_chart(images: Images, version: str = "1.2.0", repo: str = "") -> bytes:
+    app = parse_reference(images.app)
+    sub = package(
+        "sub",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: sub\nversion: 0.1.0\n",
+            "values.yaml": yaml.safe_dump(
+                {"image": {"repository": images.sidecar.rsplit(":", 1)[0], "tag": "v2"}}
+            ),
+        },
+    )
+    annotation = yaml.safe_dump([{"name": "docker", "image": images.docker}])
+    return package(
+        "web",
+        {
+            "Chart.yaml": yaml.safe_dump(
+                {
+                    "apiVersion": "v2",
+                    "name": "web",
+                    "version": version,
+                    "appVersion": "v1",
+                    "description": "a web app",
+                    "annotations": {"artifacthub.io/images": annotation},
+                    "dependencies": [
+                        {"name": "lib", "version": "^1.0.0", "repository": repo},
+                        {"name": "sub", "version": "0.1.0", "repository": "file://../sub"},
+                    ],
+                }
+            ),
+            "values.yaml": yaml.safe_dump(
+                {
+                    "image": {
+                        "registry": app.registry,
+                        "repository": app.repository,
+                        "tag": app.tag,
+                        "digest": "",
+                    },
+                    "sidecar": {"image": images.sidecar},
+                    "exporter": {"name": "x", "version": "1"},
+                }
+            ),
+            "templates/deployment.yaml": DEPLOYMENT.replace("LITERAL", images.multi),
+            "charts/sub-0.1.0.tgz": sub,
+        },
+    )
+
+
+def lib_chart(version: str) -> bytes:
+    return package(
+        "lib",
+        {"Chart.yaml": f"apiVersion: v2\nname: lib\nversion: {version}\ntype: library\n"},
+    )
+
+
+def test_discovery_without_helm() -> None:
+    images = Images(
+        "reg.example/team/app:v1",
+        "reg.example/team/sidecar:v2",
+        "reg.example/team/multi:v1",
+        "reg.example/team/docker:v3",
+    )
+    chart = read_chart(web_chart(images, repo="https://x/"), "web.tgz")
+    assert set(chart.image_references) == {
+        images.app,
+        images.sidecar,
+        images.multi,
+        images.docker,
+    }
+    # the vendored subchart's image sits under its name in the parent's values
+    assert ("sub", "image") in {image.path for image in chart.images}
+    assert chart.honours_digest
+    (warning,) = chart.warnings
+    assert warning.startswith("templates/deployment.yaml:10:") and ".Values.exporter" in warning
+    lib, sub = chart.dependencies
+    assert (lib.name, lib.version, lib.vendored) == ("lib", "^1.0.0", False)
+    assert (sub.name, sub.vendored) == ("sub", True)
+
+
+def test_global_registry_is_honoured() -> None:
+    chart = read_chart(
+        package(
+            "g",
+            {
+                "Chart.yaml": "apiVersion: v2\nname: g\nversion: 1.0.0\n",
+                "values.yaml": "global:\n  imageRegistry: mirror.example\n"
+                "image:\n  registry: docker.io\n  repository: bitnami/nginx\n  tag: '1.25'\n",
+            },
+        ),
+        "g.tgz",
+    )
+    assert chart.image_references == ["mirror.example/bitnami/nginx:1.25"]
+
+
+def test_index_section_is_parsed_alone() -> None:
+    index = (
+        "apiVersion: v1\nentries:\n  big:\n  - name: big\n    version: 1.0.0\n    urls:\n"
+        "    - big-1.0.0.tgz\n  web:\n  - name: web\n    version: 1.2.0\n    digest: abc\n"
+        "    urls:\n    - web-1.2.0.tgz\n  - name: web\n    version: 1.1.0\n    urls: [x]\n"
+        "generated: '2026-01-01T00:00:00Z'\n"
+    )
+    entries = index_entries(index, "web", "https://x/")
+    assert [e["version"] for e in entries] == ["1.2.0", "1.1.0"]
+    with pytest.raises(NotFoundError, match="chart nope is not in"):
+        index_entries(index, "nope", "https://x/")
+
+
+def test_helm_config_follows_helm_field_order() -> None:
+    config = helm_config(
+        {"version": "1.0.0", "apiVersion": "v2", "name": "c", "appVersion": "v1", "zzz": 1}
+    )
+    assert config == b'{"name":"c","version":"1.0.0","apiVersion":"v2","appVersion":"v1"}'
+
+
+# --- collect, verify, import ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChartBundle:
+    path: Path
+    images: Images
+    web: bytes
+    lib: bytes
+    prov: bytes
+    oci_chart: bytes
+
+
+def oras_registry() -> oras.provider.Registry:
+    return oras.provider.Registry(insecure=True)
+
+
+@pytest.fixture(scope="module")
+def chart_bundle(
+    tmp_path_factory: pytest.TempPathFactory,
+    release_server: ReleaseServer,
+    source_images: dict[str, TestImage],
+    plain_registry: RegistryServer,
+    signing_key: SigningKey,
+) -> ChartBundle:
+    directory = tmp_path_factory.mktemp("charts")
+    images = Images(
+        source_images["app"].reference,
+        source_images["sidecar"].reference,
+        source_images["multiarch"].reference,
+        source_images["dockerv2"].reference,
+    )
+    repo = release_server.plain_url("helm-repo") + "/"
+    web = web_chart(images, repo=repo)
+    libs = {v: lib_chart(v) for v in ("1.0.0", "1.1.0", "2.0.0")}
+    prov = b"-----BEGIN PGP SIGNED MESSAGE-----\nnot checked by airgap\n"
+    release_server.add_plain("helm-repo/web-1.2.0.tgz", web)
+    release_server.add_plain("helm-repo/web-1.2.0.tgz.prov", prov)
+    entries: dict[str, list[dict[str, object]]] = {"web": [], "lib": []}
+    entries["web"].append(
+        {
+            "name": "web",
+            "version": "1.2.0",
+            "digest": hashlib.sha256(web).hexdigest(),
+            "urls": ["web-1.2.0.tgz"],  # relative to the repository
+        }
+    )
+    for version, data in libs.items():
+        url = release_server.add_plain(f"helm-repo/pkgs/lib-{version}.tgz", data)
+        entries["lib"].append(
+            {"name": "lib", "version": version, "digest": hashlib.sha256(data).hexdigest(),
+             "urls": [url]}  # absolute
+        )  # fmt: skip
+    release_server.add_plain(
+        "helm-repo/index.yaml", yaml.safe_dump({"apiVersion": "v1", "entries": entries}).encode()
+    )
+    # an OCI chart, pushed as Helm would by an independent client
+    oci_chart = package(
+        "ocichart",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: ocichart\nversion: 0.3.0+build.1\n",
+            "values.yaml": f"controller:\n  image: {images.sidecar}\n",
+        },
+    )
+    (directory / "ocichart.tgz").write_bytes(oci_chart)
+    (directory / "config.json").write_bytes(
+        helm_config({"name": "ocichart", "version": "0.3.0+build.1", "apiVersion": "v2"})
+    )
+    response = oras_registry().push(
+        f"{plain_registry.host}/helm/ocichart:0.3.0_build.1",
+        files=[f"{directory / 'ocichart.tgz'}:{HELM_CHART}"],
+        manifest_config=f"{directory / 'config.json'}:{HELM_CONFIG}",
+        disable_path_validation=True,
+        quiet=True,
+    )
+    assert response.status_code in (200, 201), response.text
+    spec = directory / "spec.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "charts": [
+                    {"repo": repo, "name": "web", "version": "~1.2"},
+                    {
+                        "oci": f"oci://{plain_registry.host}/helm/ocichart",
+                        "version": "0.3.0+build.1",
+                        "images": [images.app],
+                    },
+                ]
+            }
+        )
+    )
+    output = directory / "charts.tar"
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output)
+    assert result.returncode == 0, result.stderr
+    return ChartBundle(output, images, web, libs["1.1.0"], prov, oci_chart)
+
+
+def bundle_manifest(path: Path) -> dict:
+    with tarfile.open(path) as archive:
+        member = archive.extractfile("airgap-bundle.json")
+        assert member is not None
+        return json.loads(member.read())
+
+
+def test_collect_carries_charts_byte_for_byte(
+    chart_bundle: ChartBundle, signing_key: SigningKey
+) -> None:
+    manifest = bundle_manifest(chart_bundle.path)
+    web, oci = manifest["contents"]
+    assert (web["kind"], web["name"], web["version"]) == ("charts", "web", "1.2.0")
+    assert web["files"] == [
+        "charts/web/1.2.0/web-1.2.0.tgz",
+        "charts/web/1.2.0/web-1.2.0.tgz.prov",
+        "charts/web/1.2.0/lib-1.1.0.tgz",  # ^1.0.0, highest: not 2.0.0
+    ]
+    images = chart_bundle.images
+    assert set(web["images"]) == {
+        str(parse_reference(i)) for i in (images.app, images.sidecar, images.multi, images.docker)
+    }
+    assert (oci["name"], oci["version"]) == ("ocichart", "0.3.0+build.1")
+    assert str(parse_reference(images.app)) in oci["images"]  # the explicit one
+    with tarfile.open(chart_bundle.path) as archive:
+        for path, expected in (
+            ("charts/web/1.2.0/web-1.2.0.tgz", chart_bundle.web),
+            ("charts/web/1.2.0/web-1.2.0.tgz.prov", chart_bundle.prov),
+            ("charts/web/1.2.0/lib-1.1.0.tgz", chart_bundle.lib),
+            ("charts/ocichart/0.3.0+build.1/ocichart-0.3.0_build.1.tgz", chart_bundle.oci_chart),
+        ):
+            member = archive.extractfile(path)
+            assert member is not None and member.read() == expected, path
+    result = run_airgap("verify", chart_bundle.path, "--key", signing_key.public)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_package_that_does_not_match_its_digest_fails(
+    tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
+) -> None:
+    data = lib_chart("1.0.0")
+    release_server.add_plain("bad-repo/lib-1.0.0.tgz", data)
+    index = {
+        "apiVersion": "v1",
+        "entries": {"lib": [{"version": "1.0.0", "digest": "0" * 64, "urls": ["lib-1.0.0.tgz"]}]},
+    }
+    release_server.add_plain("bad-repo/index.yaml", yaml.safe_dump(index).encode())
+    spec = tmp_path / "spec.yaml"
+    url = release_server.plain_url("bad-repo")
+    spec.write_text(f"charts:\n  - {{repo: '{url}', name: lib, version: 1.0.0}}\n")
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
+    assert_clean_failure(result, 1, "is not the digest")
+
+
+def test_import_pushes_oci_helm_charts_and_writes_values(
+    chart_bundle: ChartBundle, signing_key: SigningKey, registry_factory, tmp_path: Path
+) -> None:
+    registry: RegistryServer = registry_factory("plain")
+    out = tmp_path / "out"
+    result = run_airgap(
+        "import", chart_bundle.path, "--key", signing_key.public, "--registry",
+        f"{registry.host}/mirror", "--output-dir", out, "-q",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    client = oras_registry()
+    for name, tag, expected in (
+        ("web", "1.2.0", chart_bundle.web),
+        ("lib", "1.1.0", chart_bundle.lib),
+        ("ocichart", "0.3.0_build.1", chart_bundle.oci_chart),
+    ):
+        target = f"{registry.host}/mirror/charts/{name}:{tag}"
+        manifest = client.get_manifest(target)
+        assert manifest["config"]["mediaType"] == HELM_CONFIG
+        layer_types = [layer["mediaType"] for layer in manifest["layers"]]
+        assert layer_types[0] == HELM_CHART
+        if name == "web":
+            assert layer_types[1:] == [HELM_PROVENANCE]
+        content = client.get_blob(target, manifest["layers"][0]["digest"]).content
+        assert content == expected, name  # byte for byte
+        config = json.loads(client.get_blob(target, manifest["config"]["digest"]).content)
+        chart = read_chart(expected, name)
+        assert (config["name"], config["version"]) == (chart.name, chart.version)
+        assert manifest["annotations"]["org.opencontainers.image.version"] == chart.version
+    # values point every values image at the mirror, pinned where the chart reads digests
+    values = yaml.safe_load((out / "charts/web/values-airgap.yaml").read_text())
+    assert values["image"]["registry"] == registry.host
+    assert values["image"]["digest"].startswith("sha256:")
+    for reference in (
+        f"{values['image']['registry']}/{values['image']['repository']}@{values['image']['digest']}",
+        values["sidecar"]["image"],
+        values["sub"]["image"]["repository"] + ":" + values["sub"]["image"]["tag"],
+    ):
+        ref = parse_reference(reference)
+        assert ref.registry == registry.host, reference
+        by = f"{ref.name}@{ref.digest}" if ref.digest else str(ref)
+        raw = skopeo.raw_manifest(by, registry=registry)
+        assert not ref.digest or sha256_digest(raw) == ref.digest
+    proxy = yaml.safe_load((out / "charts/web/helmchartproxy.yaml").read_text())
+    assert proxy["apiVersion"] == "addons.cluster.x-k8s.io/v1alpha1"
+    assert proxy["spec"]["repoURL"] == f"oci://{registry.host}/mirror/charts"
+    assert (proxy["spec"]["chartName"], proxy["spec"]["version"]) == ("web", "1.2.0")
+    assert yaml.safe_load(proxy["spec"]["valuesTemplate"]) == values
+    # the static repository: index.yaml + packages, digests of the packages as carried
+    index = yaml.safe_load((out / "charts/repository/index.yaml").read_text())
+    for name, expected in (("web", chart_bundle.web), ("lib", chart_bundle.lib)):
+        (entry,) = index["entries"][name]
+        assert entry["digest"] == hashlib.sha256(expected).hexdigest()
+        assert (out / "charts/repository" / entry["urls"][0]).read_bytes() == expected
+    assert (out / "charts/repository/web-1.2.0.tgz.prov").read_bytes() == chart_bundle.prov
