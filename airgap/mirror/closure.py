@@ -26,6 +26,7 @@ from airgap.errors import AirgapError, InputError
 from airgap.limits import MAX_COMPONENTS_BYTES
 from airgap.parallel import run_parallel
 from airgap.providers.components import lenient_images
+from airgap.providers.types import ProviderType
 from airgap.reference import parse_reference
 from airgap.registry.client import Registry
 from airgap.yamlload import iter_documents
@@ -33,6 +34,9 @@ from airgap.yamlload import iter_documents
 # Output files that hold manifests (others: node mirror configs, mapping.txt, reports).
 MANIFEST_DIRS = ("components/", "clusterctl/", "operator/")
 VALUES_SUFFIX = "values-airgap.yaml"
+# the documents _embedded reads: ConfigMaps (and Secrets) holding components, and the
+# operator's provider CRs; the rest (CRDs: most of the bytes) are parsed, not built
+_EMBEDDING_KINDS = frozenset({"ConfigMap", "Secret", *(t.kind for t in ProviderType)})
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ def references(files: Mapping[str, bytes]) -> dict[str, str]:
     same bytes are read once (components sit in components/, clusterctl/ and a
     ConfigMap alike)."""
     found: dict[str, str] = {}
-    seen: set[str] = set()
+    seen: set[str] = set()  # sha256 of every text read, files and embedded components
     for path in sorted(files):
         if not path.startswith(MANIFEST_DIRS) or not path.endswith((".yaml", ".yml")):
             continue
@@ -71,12 +75,12 @@ def references(files: Mapping[str, bytes]) -> dict[str, str]:
         if digest in seen:
             continue
         seen.add(digest)
-        for reference in _file_references(path, files[path]):
+        for reference in _file_references(path, files[path], seen):
             found.setdefault(reference, path)
     return found
 
 
-def _file_references(path: str, data: bytes) -> Iterator[str]:
+def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -88,13 +92,14 @@ def _file_references(path: str, data: bytes) -> Iterator[str]:
     images, _unresolved = lenient_images(text, path)
     yield from images
     if "components" in text or "imageUrl" in text:
-        for document in iter_documents(text, path):
-            yield from _embedded(document, path)
+        for document in iter_documents(text, path, kinds=_EMBEDDING_KINDS):
+            yield from _embedded(document, path, seen)
 
 
-def _embedded(document: Any, path: str) -> Iterator[str]:
+def _embedded(document: Any, path: str, seen: set[str]) -> Iterator[str]:
     """Images inside objects: a provider ConfigMap's components (plain or gzip in
-    binaryData) and a provider CR's image overrides."""
+    binaryData) and a provider CR's image overrides. Components whose bytes were read
+    already (the same file in components/) are not parsed again."""
     if not isinstance(document, dict):
         return
     for key in ("data", "binaryData"):
@@ -103,7 +108,11 @@ def _embedded(document: Any, path: str) -> Iterator[str]:
         if not isinstance(value, str):
             continue
         text = value if key == "data" else _gunzip(value, path)
-        if text is not None:
+        if text is None:
+            continue
+        digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+        if digest not in seen:
+            seen.add(digest)
             yield from lenient_images(text, f"{path}: {key}.components")[0]
     spec = document.get("spec")
     if isinstance(spec, dict) and str(document.get("apiVersion", "")).startswith(

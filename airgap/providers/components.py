@@ -257,7 +257,9 @@ def lenient_images(text: str, source: str) -> tuple[list[str], list[str]]:
         raise InputError(f"{source}: larger than the {describe_size(MAX_COMPONENTS_BYTES)} limit")
     images: dict[str, None] = {}
     unresolved: list[str] = []
-    for document in iter_documents(text, source):
+    # only workloads name images (_document_images): CRDs and the rest are parsed whole
+    # but never built into objects, as in parse_components
+    for document in iter_documents(text, source, kinds=_KINDS):
         for kind, name, _key, label, raw in _document_images(document):
             try:
                 where = f"{_owner(kind, name)} container {label}"

@@ -1,0 +1,72 @@
+"""The closure check's discovery (``airgap.mirror.closure.references``, pure): the
+documents it builds and the components it parses only once must not cost a reference."""
+
+from __future__ import annotations
+
+import json
+
+from airgap.mirror.closure import references
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: manager, namespace: system}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: manager
+          image: {image}
+"""
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.com}
+spec:
+  versions:
+    - name: v1
+      schema:
+        openAPIV3Schema:
+          properties:
+            image: {type: string, description: "image: not/a-workload:v1"}
+"""
+
+
+def _configmap(components: str) -> bytes:
+    document = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "core-v1.0.0", "namespace": "capi-system"},
+        "data": {"components": components, "metadata": "apiVersion: v1\n"},
+    }
+    return json.dumps(document).encode()  # JSON is YAML
+
+
+def _operator_cr(image: str) -> bytes:
+    document = {
+        "apiVersion": "operator.cluster.x-k8s.io/v1alpha2",
+        "kind": "CoreProvider",
+        "metadata": {"name": "cluster-api"},
+        "spec": {"deployment": {"containers": [{"name": "manager", "imageUrl": image}]}},
+    }
+    return json.dumps(document).encode()
+
+
+def test_workloads_configmaps_and_provider_crs_are_read_and_crds_are_not() -> None:
+    core = CRD + "---\n" + DEPLOYMENT.format(image="mirror.example/capi/core:v1")
+    other = DEPLOYMENT.format(image="mirror.example/capi/other:v1")
+    files = {
+        "components/core.yaml": core.encode(),
+        "clusterctl/cluster-api/v1/core-components.yaml": core.encode(),
+        "operator/core-configmap.yaml": _configmap(core),  # the same components: read once
+        "operator/other-configmap.yaml": _configmap(other),  # different ones: read
+        "operator/core-provider.yaml": _operator_cr("mirror.example/capi/override:v2"),
+        "node/hosts.toml": b"image: ignored/not-a-manifest:v1\n",
+    }
+    found = references(files)
+    assert found == {  # path order: clusterctl/ sorts before components/
+        "mirror.example/capi/core:v1": "clusterctl/cluster-api/v1/core-components.yaml",
+        "mirror.example/capi/other:v1": "operator/other-configmap.yaml",
+        "mirror.example/capi/override:v2": "operator/core-provider.yaml",
+    }
+    assert "not/a-workload:v1" not in " ".join(found)
