@@ -281,6 +281,7 @@ _READERS: dict[str, Callable[[Fields, str], Any]] = {
     "str | None": Fields.optional_text,
     "int": Fields.integer,
     "list[str]": Fields.texts,
+    "ProviderImageRecord | None": lambda item, key: _record(ProviderImageRecord, item.obj(key)),
 }
 
 
