@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import report, scale  # noqa: E402
+from benchmarks import report, scale, serving  # noqa: E402
 from benchmarks.measure import (  # noqa: E402
     Runner,
     Sample,
@@ -61,6 +61,7 @@ TARGET_PREFIX = "mirror"
 # manager images of the five realistic providers: the first main images (the spec
 # lists them again as plain images, so the bytes moved stay those of the main set)
 PROVIDER_IMAGES = 6
+SERVE_PARALLEL = 8  # blobs pulled at once from airgap serve and docker-registry
 
 
 def snapshot_airgap(out: Path, source: str) -> dict[str, Any]:
@@ -411,6 +412,7 @@ class Bench:
             self.record("verify/openssl", "verify", "openssl dgst -sha256", bundle_size, sample)
 
         self.alternate(rep, airgap_verify, openssl_verify)
+        self.serve(rep, bundle)
         shutil.rmtree(layout, ignore_errors=True)
         bundle.unlink()
         self.page_cache(size)
@@ -488,6 +490,39 @@ class Bench:
                 if not raw:
                     raise RuntimeError(f"{registry.host}/{repo} is missing")
         self.log("  check: every image is in both target registries")
+
+    def serve(self, rep: int, bundle: Path) -> None:
+        """Pulls served by ``airgap serve`` from the bundle against docker-registry
+        serving the same blobs from its store (benchmarks/serving.py)."""
+        assert self.workload.registry is not None
+        if not hasattr(self, "blob_repositories"):
+            self.blob_repositories = blob_repositories(self.workload.layout, self.workload.main)
+        sizes = self.workload.main.layer_blobs
+        size = sum(sizes.values())
+        served = serving.Served(self.airgap, bundle, self.pub, self.env)
+        tool = f"curl --parallel x{SERVE_PARALLEL}"
+
+        def pull(key: str, host: str, pid: int, what: str) -> None:
+            sample = serving.pull_all(
+                host,
+                pid,
+                self.blob_repositories,
+                sizes,
+                SERVE_PARALLEL,
+                self.env,
+                self.work / "serve",
+            )
+            self.record(key, "serve pulls", f"{what} ({tool})", size, sample)
+
+        registry = self.workload.registry
+        try:
+            self.alternate(
+                rep,
+                lambda: pull("serve/airgap", served.host, served.pid, "airgap serve"),
+                lambda: pull("serve/registry", registry.host, self.source_pid, "docker-registry"),
+            )
+        finally:
+            served.stop()
 
     def raw(self, rep: int) -> None:
         blobs = self.workload.main.layer_blobs

@@ -35,6 +35,8 @@ MEASUREMENTS = [
     "verify/airgap",
     "verify/openssl",
     "configmaps/airgap",
+    "serve/airgap",
+    "serve/registry",
     "raw/curl-x8",
     "rawget/curl-x8",
     "pagecache/dd",
@@ -61,6 +63,9 @@ METRICS = [
     "reimport_vs_import",
     "verify_mib_s",
     "openssl_mib_s",
+    "serve_mib_s",
+    "serve_registry_mib_s",
+    "serve_vs_registry",
     "verify_vs_openssl",
     "peak_rss_max_mib",
     "big_layer_rss_increase_mib",
@@ -134,7 +139,7 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
     assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
 
     targets = {target["metric"]: target for target in data["targets"]}
-    assert len(targets) == 11
+    assert len(targets) == 12
     assert all(isinstance(target["met"], bool) for target in targets.values())
     assert data["workload"]["main"]["indexes"] >= 1  # multi-arch images are in the mix
     assert data["machine"]["nproc"] >= 1 and data["machine"]["date"]
