@@ -423,6 +423,13 @@ def test_collect_carries_charts_byte_for_byte(
             assert member is not None and member.read() == expected, path
     result = run_airgap("verify", chart_bundle.path, "--key", signing_key.public)
     assert result.returncode == 0, result.stdout + result.stderr
+    # what discovery could not resolve is in the inventory, never silently dropped
+    (warning,) = web["warnings"]
+    assert "templates/deployment.yaml:10:" in warning and ".Values.exporter" in warning
+    assert "Unresolved images" in result.stdout and ".Values.exporter" in result.stdout
+    assert "warnings" not in oci  # absent when there is none
+    inventory = json.loads(run_airgap("inspect", chart_bundle.path, "--format", "json").stdout)
+    assert inventory["contents"][0]["warnings"] == [warning]
 
 
 def test_a_package_that_does_not_match_its_digest_fails(

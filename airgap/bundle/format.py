@@ -79,6 +79,9 @@ class ContentRecord:
     source: str
     files: list[str]  # bundle paths, all in the kind's directory
     images: list[str] = field(default_factory=list)
+    # what image discovery could not resolve (a chart template's expression, a
+    # template's variable), one line each; absent when there is none
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ class BundleManifest:
             "files": [asdict(f) for f in self.files],
         }
         if self.contents:  # absent otherwise: a providers-only bundle reads as before
-            document["contents"] = [_camel(asdict(c)) for c in self.contents]
+            document["contents"] = [_content_json(c) for c in self.contents]
         if self.artifacts:  # likewise: a bundle without signatures reads as before
             document["artifacts"] = [_camel(asdict(a)) for a in self.artifacts]
         if self.trust:
@@ -234,6 +237,13 @@ class BundleManifest:
     def needs(self) -> list[NeedRecord]:
         """What a delta bundle relies on without carrying (empty for a whole bundle)."""
         return self.delta.needs if self.delta is not None else []
+
+
+def _content_json(content: ContentRecord) -> dict[str, Any]:
+    document = _camel(asdict(content))
+    if not content.warnings:  # a record without warnings reads and signs as before
+        document.pop("warnings", None)
+    return document
 
 
 def _image_json(image: ImageRecord) -> dict[str, Any]:

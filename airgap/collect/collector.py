@@ -309,6 +309,14 @@ def _provider_image_record(provider: FetchedProvider) -> ProviderImageRecord | N
     )
 
 
+MAX_CONTENT_WARNINGS = 200  # verify refuses more (verify.names)
+
+
+def _one_line(text: str) -> str:
+    """A warning as verify accepts it: printable, at most 1000 characters."""
+    return "".join(c if c.isprintable() else "?" for c in text[:1000])
+
+
 def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
     return ContentRecord(
         kind=content.kind.value,
@@ -317,6 +325,7 @@ def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
         source=content.source,
         files=[_relative(path, staging) for path in content.files],
         images=[str(parse_reference(image)) for image in content.images],
+        warnings=[_one_line(w) for w in content.unresolved[:MAX_CONTENT_WARNINGS]],
     )
 
 

@@ -35,6 +35,7 @@ from airgap.reference import parse_reference
 from airgap.verify.findings import Failure
 
 MAX_TEXT = 1024  # a source URL, a reference, a platform: printed, never a path
+MAX_WARNINGS = 200  # per content record (collect keeps at most as many)
 
 
 def check_names(manifest: BundleManifest) -> list[Failure]:
@@ -80,6 +81,11 @@ def _content_problems(content: ContentRecord) -> Iterator[str]:
             yield problem
     if not _printable(content.source):
         yield f"source {shown(content.source)} is not one printable line"
+    if len(content.warnings) > MAX_WARNINGS:
+        yield f"more than {MAX_WARNINGS} warnings"
+    for warning in content.warnings:
+        if not _printable(warning):
+            yield f"warning {shown(warning)} is not one printable line"
     for image in content.images:
         problem = _reference_problem(image)
         if problem:

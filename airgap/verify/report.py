@@ -118,6 +118,7 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "source": c.source,
                 "files": c.files,
                 "images": c.images,
+                "warnings": c.warnings,
             }
             for c in manifest.contents
         ],
@@ -270,6 +271,12 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
         max_width=width,
         shrink=((3, 16),),
     )
+    warnings = [
+        f"  {c.kind}/{c.name} {c.version}: {w}" for c in manifest.contents for w in c.warnings
+    ]
+    if warnings:  # what image discovery could not resolve: never silently dropped
+        contents += "\n\nUnresolved images (not carried unless listed explicitly):\n"
+        contents += "\n".join(warnings)
     return f"{providers}\n\n{contents}\n\n{images}"
 
 
