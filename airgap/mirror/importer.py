@@ -25,6 +25,7 @@ from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import rewrite_contents
 from airgap.mirror.have import have_list
+from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list, publish_all
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
@@ -230,6 +231,8 @@ def run_import(
             if index is not None:
                 index.save()
         push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
+        # every provider as OpenShift's image-based installer reads it, whatever its source
+        published = publish_all(registry, options.target, providers)
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
@@ -242,6 +245,7 @@ def run_import(
             ca_pem=read_ca(options.ca_file),
             plain_http=plain_http,
         )
+        files[COMPONENTS_FILE] = component_list(published)
     closure = check_closure(options, manifest, mappings, files)
     dangling = [str(item) for item in closure.dangling]
     result = ImportResult(
