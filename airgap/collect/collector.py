@@ -45,6 +45,7 @@ from airgap.bundle.writer import (
 from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
 from airgap.collect.spec import BundleSpec, load_spec
+from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
@@ -59,6 +60,7 @@ from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
+from airgap.verify.policy import load_policy
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,11 @@ def collect(
     holdings: Holdings | None = None,
     authfile: Path | None = None,
     signatures: bool = True,
+    policy: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
     spec = load_spec(spec_path)
+    rules = load_policy(policy) if policy is not None else None  # its errors before any fetch
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
     output = output.absolute()
     check_output(output, overwrite=overwrite)
@@ -128,6 +132,10 @@ def collect(
             created = created_timestamp()
             relied = _relied(images, holdings)
             members = _members(providers, contents, images, staging, relied)
+            trust = trust_material(rules)
+            members += [
+                PlannedMember(record.path, len(data), data=data) for record, data in trust
+            ]
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
@@ -136,8 +144,10 @@ def collect(
                 files=[_file_record(m) for m in members],
                 contents=[_content_record(c, staging) for c in contents],
                 artifacts=[record for i in images for record in i.artifact_records()],
+                trust=[record for record, _ in trust],
                 delta=_delta_record(images, relied, holdings),
             )
+            check_before_signing(rules, manifest, images, trust)
             data = manifest.to_bytes()
             _refuse_what_verify_would(data, members)
             plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
