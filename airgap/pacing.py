@@ -16,6 +16,7 @@ says which limit was hit, and is retried like any dropped connection.
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -104,6 +105,9 @@ class PacedStream(httpcore.NetworkStream):
         self._inner = inner
         self._pacing = pacing
         self._window = _Window(pacing)
+        # a TLS socket whose records already received can be read without waiting
+        sock = inner.get_extra_info("socket")
+        self._tls = sock if isinstance(sock, ssl.SSLSocket) else None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self._window.turn("read")
@@ -115,14 +119,45 @@ class PacedStream(httpcore.NetworkStream):
             raise httpcore.ReadTimeout(self._timeout_message(budget)) from None
         if self._window.account(len(data), time.monotonic() - started):
             raise httpcore.ReadTimeout(self._window.stall_message())
+        if data and len(data) < max_bytes and self._tls is not None:
+            data = self._more_records(data, max_bytes)
         return data
+
+    def _more_records(self, data: bytes, max_bytes: int) -> bytes:
+        """Over TLS a read returns one record (16 KiB) however much is asked, and every
+        read costs an h11 parse, a hash call and a write: take the records that have
+        already arrived too, without waiting (the socket is non-blocking for these
+        reads only). A condition met here (end of stream, an error) is left for the
+        next read to meet again."""
+        sock = self._tls
+        assert sock is not None
+        pieces = [data]
+        total = len(data)
+        previous = sock.gettimeout()
+        try:
+            sock.settimeout(0.0)
+            while total < max_bytes:
+                more = sock.recv(max_bytes - total)
+                if not more:
+                    break
+                pieces.append(more)
+                total += len(more)
+        except OSError:  # SSLWantReadError (nothing more yet), or left for the next read
+            pass
+        finally:
+            sock.settimeout(previous)
+        if total > len(data):
+            self._window.account(total - len(data), 0.0)
+        return b"".join(pieces)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._window.turn("write")
         budget = self._window.budget()
         started = time.monotonic()
         try:
-            self._inner.write(buffer, self._wait(timeout, budget))
+            # a view: httpcore's send loop slices what is left after each partial send,
+            # and slicing bytes copies the rest of a 1 MiB chunk every time
+            self._inner.write(memoryview(buffer), self._wait(timeout, budget))  # type: ignore[arg-type]
         except httpcore.WriteTimeout:
             raise httpcore.WriteTimeout(self._timeout_message(budget)) from None
         if self._window.account(len(buffer), time.monotonic() - started):
