@@ -234,6 +234,9 @@ def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_pat
         *args, "--force", "--base", manifest, "--base-key", other_public, env=delta_bundles.env
     )
     assert_clean_failure(result, 1, "base", str(manifest))
+    missing = tmp_path / "nothing.tar"
+    result = run_airgap(*args, "--force", "--base", missing, env=delta_bundles.env)
+    assert_clean_failure(result, 2, "--base:", str(missing))
 
 
 def test_an_upgrade_delta_mounts_what_a_new_repository_shares(

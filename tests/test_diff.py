@@ -166,3 +166,30 @@ def test_a_signature_that_does_not_verify_is_one_line(
     assert_clean_failure(result, 1, "new bundle", str(resigned))
     result = run_airgap("diff", delta_bundles.old, tmp_path / "missing.tar")
     assert_clean_failure(result, 2, "missing.tar")
+
+
+def test_content_sets_and_providers_added_and_removed(
+    delta_bundles: DeltaBundles, management_bundle
+) -> None:
+    """Against a management bundle (cert-manager, the operator, templates, other
+    providers): every content set is added, providers are added and removed."""
+    document = diff_json(delta_bundles.old, management_bundle.path)
+    manifest = management_bundle.manifest
+    assert document["contents"] == [
+        {
+            "change": "added",
+            "kind": c.kind,
+            "name": c.name,
+            "old": None,
+            "new": {"version": c.version},
+        }
+        for c in sorted(manifest.contents, key=lambda c: (c.kind, c.name))
+    ]
+    changes = {(p["kind"], p["name"]): p["change"] for p in document["providers"]}
+    old = delta_bundles.manifest(delta_bundles.old)
+    for provider in manifest.providers:
+        if (provider.type, provider.name) not in {(p.type, p.name) for p in old.providers}:
+            assert changes[(provider.type, provider.name)] == "added"
+    assert changes[("InfrastructureProvider", "odd")] == "removed"
+    text = run_airgap("diff", delta_bundles.old, management_bundle.path).stdout
+    assert re.search(r"^\+\s+certManager\s+cert-manager\s+-\s+v", text, re.M)

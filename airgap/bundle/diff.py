@@ -9,6 +9,7 @@ never hashes a blob. Pure: manifests in, a ``BundleDiff`` out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,38 +188,58 @@ def diff(old: Side, new: Side) -> BundleDiff:
 
 def _providers(old: BundleManifest, new: BundleManifest) -> list[VersionChange]:
     """By (type, name): added, removed, or at another version (contracts alongside)."""
-    before = {(p.type, p.name): p for p in old.providers}
-    after = {(p.type, p.name): p for p in new.providers}
-    changes: list[VersionChange] = []
-    for key in sorted(before.keys() | after.keys()):
-        was, now = before.get(key), after.get(key)
-        if was and now and (was.version, was.contract) == (now.version, now.contract):
-            continue
-        change = _change(was.version if was else None, now.version if now else None)
-        changes.append(
-            VersionChange(
-                key[0],
-                key[1],
-                change,
-                was.version if was else None,
-                now.version if now else None,
-                was.contract if was else None,
-                now.contract if now else None,
-            )
-        )
-    return changes
+    return _versions(
+        _by_key((p.type, p.name, p.version, p.contract) for p in old.providers),
+        _by_key((p.type, p.name, p.version, p.contract) for p in new.providers),
+    )
 
 
 def _contents(old: BundleManifest, new: BundleManifest) -> list[VersionChange]:
-    before = {(c.kind, c.name): c.version for c in old.contents}
-    after = {(c.kind, c.name): c.version for c in new.contents}
-    return [
-        VersionChange(kind, name, _change(before.get(key), after.get(key)), *versions)
-        for key in sorted(before.keys() | after.keys())
-        for kind, name in (key,)
-        for versions in ((before.get(key), after.get(key)),)
-        if versions[0] != versions[1]
-    ]
+    """Content sets by (kind, name): cert-manager, the operator, templates."""
+    return _versions(
+        _by_key((c.kind, c.name, c.version, None) for c in old.contents),
+        _by_key((c.kind, c.name, c.version, None) for c in new.contents),
+    )
+
+
+_Versions = dict[tuple[str, str], dict[str, str | None]]  # (kind, name) -> version -> contract
+
+
+def _by_key(entries: Iterable[tuple[str, str, str, str | None]]) -> _Versions:
+    found: _Versions = {}
+    for kind, name, version, contract in entries:
+        found.setdefault((kind, name), {})[version] = contract
+    return found
+
+
+def _versions(before: _Versions, after: _Versions) -> list[VersionChange]:
+    """One version on each side: the same (unless its contract changed), upgraded or
+    downgraded. Several (a spec may carry one provider at several versions): each
+    version only one side has is added or removed."""
+    changes: list[VersionChange] = []
+    for kind, name in sorted(before.keys() | after.keys()):
+        was, now = before.get((kind, name), {}), after.get((kind, name), {})
+        if len(was) == 1 and len(now) == 1:
+            [(old_version, old_contract)] = was.items()
+            [(new_version, new_contract)] = now.items()
+            if (old_version, old_contract) != (new_version, new_contract):
+                change = _change(old_version, new_version)
+                changes.append(
+                    VersionChange(
+                        kind, name, change, old_version, new_version, old_contract, new_contract
+                    )
+                )
+            continue
+        for version in sorted(now.keys() - was.keys()):
+            changes.append(VersionChange(kind, name, ADDED, None, version, None, now[version]))
+        for version in sorted(was.keys() - now.keys()):
+            changes.append(VersionChange(kind, name, REMOVED, version, None, was[version], None))
+        for version in sorted(was.keys() & now.keys()):
+            if was[version] != now[version]:
+                changes.append(
+                    VersionChange(kind, name, CHANGED, version, version, was[version], now[version])
+                )
+    return changes
 
 
 def _change(old: str | None, new: str | None) -> str:

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.bundle.format import ImageRecord, blob_member
 from airgap.bundle.manifestfile import is_manifest_file, load_manifest
-from airgap.errors import AirgapError, BundleError
+from airgap.errors import AirgapError, BundleError, InputError
 from airgap.havelist import HaveList
 from airgap.inputfile import read_small
 from airgap.limits import MAX_HAVE_LIST_BYTES
@@ -66,7 +66,10 @@ def load_holdings(
         return None
     holdings = Holdings()
     if base is not None:
-        _add_base(holdings, base, base_keys)
+        try:
+            _add_base(holdings, base, base_keys)
+        except InputError as exc:  # not found, not a file: say it was the base
+            raise InputError(f"--base: {exc}") from None
     if have is not None:
         data = read_small(have, MAX_HAVE_LIST_BYTES, "have-list")
         listed = HaveList.from_bytes(data, str(have))
