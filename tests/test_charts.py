@@ -123,6 +123,7 @@ def test_spec_reads_charts(tmp_path: Path) -> None:
         ("charts:\n  - {repo: 'https://x/', version: 1.0.0}\n", 2, "charts[0].name: missing"),
         ("charts:\n  - {oci: 'https://x/a', version: 1.0.0}\n", 2, "invalid OCI chart"),
         ("charts:\n  - {oci: 'oci://x/a', version: ^1.0}\n", 2, "needs an exact version"),
+        ("charts:\n  - {oci: 'oci://x/a', version: 1.0.0, caFile: ca.pem}\n", 2, "registries:"),
         (
             "charts:\n  - {repo: 'https://x/', name: a, version: '>=one'}\n",
             2,

@@ -338,6 +338,12 @@ class _SpecReader:
                 name = self.oci_chart_name(keys["oci"][1], f"{where}.oci", oci)
                 if "name" in keys:
                     raise self.error(keys["name"][0], f"{where}.name", "an oci entry takes no name")
+                if "caFile" in keys:  # a registry's CA is the registry's setting
+                    raise self.error(
+                        keys["caFile"][0],
+                        f"{where}.caFile",
+                        "an OCI chart's registry takes its CA from registries: HOST: {caFile}",
+                    )
                 if version_problem(version):
                     raise self.error(
                         keys["version"][1],
