@@ -59,6 +59,9 @@ def _skopeo_sandbox(tmp_path_factory: pytest.TempPathFactory) -> None:
     airgap's cache (the blob index) out of the user's home."""
     skopeo.configure(tmp_path_factory.mktemp("skopeo"))
     os.environ["AIRGAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("airgap-cache"))
+    # periodic progress lines off a terminal (every 5 s by default) only where a test
+    # asks for them (tests/test_progress.py): a slow failure elsewhere is still one line
+    os.environ.setdefault("AIRGAP_PROGRESS_INTERVAL", "3600")
 
 
 @pytest.fixture(autouse=True)

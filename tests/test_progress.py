@@ -198,8 +198,15 @@ def test_off_a_terminal_a_line_every_few_seconds_and_quiet_is_quiet(
 
 
 def test_a_fast_command_prints_no_progress_line(big_bundle: BigBundle) -> None:
-    # the default interval is 5 s: a verify of a few MiB says nothing on stderr
-    result = run_airgap("verify", big_bundle.path, "--key", big_bundle.key.public)
+    # the default interval is 5 s (an empty setting is the default): a verify of a few
+    # MiB says nothing on stderr
+    result = run_airgap(
+        "verify",
+        big_bundle.path,
+        "--key",
+        big_bundle.key.public,
+        env={"AIRGAP_PROGRESS_INTERVAL": ""},
+    )
     assert result.returncode == 0 and result.stderr == ""
 
 
