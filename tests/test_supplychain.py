@@ -10,12 +10,16 @@ referrers API itself is served by ``tests.harness.ociserver``.
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from airgap.bundle.format import BundleManifest
@@ -242,6 +246,28 @@ def test_collect_carries_signatures_attestations_and_sboms_byte_for_byte(
     }
     text = run_airgap("inspect", bundle).stdout
     assert "ATTACHED" in text and "sbom" in text
+    spdx = json.loads(
+        run_airgap("verify", bundle, "--key", signing_key.public, "--sbom", "spdx").stdout
+    )
+    attached = [p for p in spdx["packages"] if p["SPDXID"].startswith("SPDXRef-Attached-")]
+    assert sorted(p["versionInfo"] for p in attached) == sorted(
+        a.digest for a in manifest.artifacts
+    )
+    related = {
+        r["spdxElementId"]
+        for r in spdx["relationships"]
+        if r["relationshipType"] == "OTHER" and r["relatedSpdxElement"] == "SPDXRef-Image-1"
+    }
+    assert related == {p["SPDXID"] for p in attached}
+    cyclonedx = json.loads(
+        run_airgap("verify", bundle, "--key", signing_key.public, "--sbom", "cyclonedx").stdout
+    )
+    (component,) = cyclonedx["components"]
+    assert sorted(p["name"] for p in component["properties"]) == [
+        "airgap:attestation",
+        "airgap:sbom",
+        "airgap:signature",
+    ]
 
 
 def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_source(
@@ -401,3 +427,92 @@ def test_policy_mistakes_name_their_line(tmp_path: Path, upstream: Upstream) -> 
         assert result.returncode == 2, (text, result.stderr)
         assert "Traceback" not in result.stderr
         assert f"{policy}" in result.stderr and expected in result.stderr, (text, result.stderr)
+
+
+def _import(bundle: Path, key: SigningKey, target: str, out: Path) -> dict[str, object]:
+    result = run_airgap(
+        "import", bundle, "--key", key.public, "--registry", target, "--output-dir", out, "-q"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report: dict[str, object] = json.loads((out / "import-report.json").read_text())
+    return report
+
+
+def test_import_puts_them_where_cosign_and_the_referrers_tag_look(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
+) -> None:
+    images = [upstream.ref("signed/app:v1"), upstream.ref("signed/multi:v1")]
+    bundle, manifest = _collect(tmp_path, signing_key, images, platforms=["linux/arm64"])
+    target = registry_factory("plain")  # Debian's docker-registry: no referrers API
+    report = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
+    # sig, att, sbom of the app and arm64's sig; the source index's sig has no subject there
+    assert report["attached"] == {"artifacts": 4, "skipped": 1, "referrers": "tag schema"}
+    app_hex, arm64 = upstream.app.digest[7:], upstream.children["arm64"].digest
+    for artifact in manifest.artifacts:
+        if artifact.via != "tag" or artifact.subject == upstream.multi.digest:
+            continue
+        repository = "mirror/signed/app" if artifact.image == images[0] else "mirror/signed/multi"
+        served = skopeo.raw_manifest(f"{repository}:{artifact.tag}", registry=target)
+        assert skopeo.digest_of(served) == artifact.digest
+    listing = json.loads(
+        skopeo.raw_manifest(f"mirror/signed/app:sha256-{app_hex}", registry=target)
+    )
+    assert [(m["digest"], m["artifactType"]) for m in listing["manifests"]] == [
+        (upstream.sbom.digest, SPDX)
+    ]
+    tags = skopeo.list_tags("mirror/signed/multi", registry=target)
+    assert f"sha256-{arm64[7:]}.sig" in tags
+    assert f"sha256-{upstream.multi.digest[7:]}.sig" not in tags
+    # what `cosign verify --key` does against the mirror, with openssl as the verifier:
+    # resolve the tag, derive cosign's signature tag, check the payload and its claim
+    digest = skopeo.digest_of(skopeo.raw_manifest("mirror/signed/app:v1", registry=target))
+    signature = json.loads(
+        skopeo.raw_manifest(f"mirror/signed/app:sha256-{digest[7:]}.sig", registry=target)
+    )
+    layer = signature["layers"][0]
+    payload = httpx.get(f"{target.url}/v2/mirror/signed/app/blobs/{layer['digest']}").content
+    assert json.loads(payload)["critical"]["image"]["docker-manifest-digest"] == digest
+    (tmp_path / "payload").write_bytes(payload)
+    der = base64.b64decode(layer["annotations"][cosign.SIGNATURE])
+    (tmp_path / "sig.der").write_bytes(der)
+    checked = subprocess.run(
+        [
+            "openssl",
+            "dgst",
+            "-sha256",
+            "-verify",
+            str(upstream.public_key),
+            "-signature",
+            str(tmp_path / "sig.der"),
+            str(tmp_path / "payload"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0 and "Verified OK" in checked.stdout, checked.stderr
+    again = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "again")
+    assert again["changed"] is False and again["manifests_pushed"] == 0
+
+
+def test_import_uses_the_referrers_api_where_the_target_has_it(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey
+) -> None:
+    bundle, manifest = _collect(tmp_path, signing_key, [upstream.ref("signed/app:v1")])
+    server = OciServer()
+    try:
+        report = _import(bundle, signing_key, f"{server.host}/mirror", tmp_path / "out")
+        assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "api"}
+        fallback = f"/manifests/sha256-{upstream.app.digest[7:]}"
+        assert not any(m == "PUT" and p.endswith(fallback) for m, p in server.requests)
+        listed = httpx.get(
+            f"{server.url}/v2/mirror/signed/app/referrers/{upstream.app.digest}"
+        ).json()
+        assert [(m["digest"], m["artifactType"]) for m in listed["manifests"]] == [
+            (upstream.sbom.digest, SPDX)
+        ]
+        sig = next(a for a in manifest.artifacts if a.kind == "signature")
+        stored = server.repositories["mirror/signed/app"]
+        assert stored.tags[str(sig.tag)] == sig.digest  # cosign's tag, the same digest
+    finally:
+        server.stop()

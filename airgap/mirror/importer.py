@@ -18,6 +18,7 @@ from airgap.errors import AirgapError
 from airgap.fsutil import write_atomic
 from airgap.havelist import HaveList
 from airgap.inputfile import read_small
+from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.charts import push_charts
 from airgap.mirror.closure import Closure, describe_failure
@@ -115,6 +116,7 @@ class ImportResult:
     # ClusterOperator-style conditions (as ``airgap status`` reports them) and versions
     conditions: list[Condition] = field(default_factory=list)
     versions: list[dict[str, str]] = field(default_factory=list)
+    attached: AttachedPlan | None = None  # what upstream attached, pushed next to subjects
 
     def summary(self) -> str:
         """One line for the terminal."""
@@ -150,6 +152,7 @@ class ImportResult:
             "variables_missing": self.missing_variables,
             "conditions": [condition.to_json() for condition in self.conditions],
             "versions": self.versions,
+            "attached": (self.attached or AttachedPlan()).report(),
         }
 
 
@@ -226,7 +229,10 @@ def run_import(
             relied=supply.holders if supply is not None else None,
         )
         try:
-            stats = pusher.push(trees)
+            # signatures, attestations and SBOMs next to their subjects (issue 17)
+            attached = attached_trees(bundle, manifest, mappings)
+            stats = pusher.push(trees + attached.trees)
+            publish_referrers(registry, attached, stats)
         finally:
             if index is not None:
                 index.save()
@@ -256,6 +262,7 @@ def run_import(
         missing,
         conditions=import_conditions(len(mappings), dangling, status_now()),
         versions=versions(manifest),
+        attached=attached,
     )
     if options.output_dir is not None:
         files["import-report.json"] = json_bytes(result.report())

@@ -3,7 +3,8 @@
 Images become packages identified by ``pkg:oci`` purls (digest in the version, as the
 purl spec has it: ``pkg:oci/NAME@sha256%3AHEX?repository_url=...&tag=...``); provider
 and content files (cert-manager, the operator, templates) become files with their
-sha256. Output is deterministic for a given bundle.
+sha256; signatures, attestations and SBOMs carried with an image are packages related
+to it (SPDX) or properties of it (CycloneDX). Output is deterministic for a given bundle.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def spdx(
                 ],
             }
         )
+    attached, relationships = _spdx_attached(manifest)
+    packages += attached
     files = []
     for number, record in enumerate(_provider_files(manifest), 1):
         checksums = [{"algorithm": "SHA256", "checksumValue": record.sha256}]
@@ -102,8 +105,59 @@ def spdx(
                 "relatedSpdxElement": element,
             }
             for element in described
-        ],
+        ]
+        + relationships,
     }
+
+
+def _spdx_attached(manifest: BundleManifest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Signatures, attestations and SBOMs carried with the images: one package each,
+    related to its image (SPDX 2.3 has no relationship for a signature: OTHER, said in
+    the comment)."""
+    images = {image.reference: f"SPDXRef-Image-{n}" for n, image in enumerate(manifest.images, 1)}
+    packages, relationships = [], []
+    for number, artifact in enumerate(manifest.artifacts, 1):
+        spdx_id = f"SPDXRef-Attached-{number}"
+        how = f"cosign tag {artifact.tag}" if artifact.tag else f"the {artifact.via}"
+        comment = f"{artifact.kind} attached to {artifact.subject} through {how}"
+        packages.append(
+            {
+                "SPDXID": spdx_id,
+                "name": f"{parse_reference(artifact.image).name} {artifact.kind}",
+                "versionInfo": artifact.digest,
+                "downloadLocation": "NOASSERTION",
+                "filesAnalyzed": False,
+                "primaryPackagePurpose": "OTHER",
+                "checksums": [
+                    {"algorithm": "SHA256", "checksumValue": artifact.digest.split(":", 1)[1]}
+                ],
+                "comment": comment
+                + (f" (artifact type {artifact.artifact_type})" if artifact.artifact_type else ""),
+            }
+        )
+        relationships.append(
+            {
+                "spdxElementId": spdx_id,
+                "relationshipType": "OTHER",
+                "relatedSpdxElement": images[artifact.image],
+                "comment": comment,
+            }
+        )
+    return packages, relationships
+
+
+def _cyclonedx_attached(manifest: BundleManifest, image: ImageRecord) -> dict[str, Any]:
+    """An image's signatures, attestations and SBOMs as CycloneDX properties
+    (``airgap:signature`` = ``DIGEST on SUBJECT via WAY``)."""
+    properties = [
+        {
+            "name": f"airgap:{artifact.kind}",
+            "value": f"{artifact.digest} on {artifact.subject} via {artifact.tag or artifact.via}",
+        }
+        for artifact in manifest.artifacts
+        if artifact.image == image.reference
+    ]
+    return {"properties": properties} if properties else {}
 
 
 def cyclonedx(manifest: BundleManifest, manifest_bytes: bytes, name: str) -> dict[str, Any]:
@@ -120,6 +174,7 @@ def cyclonedx(manifest: BundleManifest, manifest_bytes: bytes, name: str) -> dic
                 "version": ref.tag or image.digest,
                 "purl": purl,
                 "hashes": [{"alg": "SHA-256", "content": image.digest.split(":", 1)[1]}],
+                **_cyclonedx_attached(manifest, image),
             }
         )
     for record in _provider_files(manifest):

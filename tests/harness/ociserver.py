@@ -88,8 +88,7 @@ class OciServer:
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
         parts = urlsplit(handler.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-        length = int(handler.headers.get("Content-Length") or 0)
-        body = handler.rfile.read(length) if length else b""
+        body = _read_body(handler)
         with self._lock:
             self.requests.append((method, handler.path))
             status, headers, payload = self._route(method, parts.path, query, body, handler)
@@ -208,3 +207,19 @@ class OciServer:
             headers["Link"] = f'</v2/{name}/referrers/{digest}?page={page + 1}>; rel="next"'
         index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": chunk}
         return 200, headers, json.dumps(index).encode()
+
+
+def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
+    """The request body: Content-Length bytes, or chunked transfer encoding."""
+    if "chunked" in handler.headers.get("Transfer-Encoding", "").lower():
+        data = bytearray()
+        while True:
+            size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return bytes(data)
+            data += handler.rfile.read(size)
+            handler.rfile.readline()
+    length = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(length) if length else b""

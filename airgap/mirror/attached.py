@@ -1,0 +1,141 @@
+"""Put what upstream attached to images next to their subjects in the target, where
+cosign and OCI 1.1 clients look for it.
+
+- cosign's tag schema (``via: tag``): the signature, attestation or SBOM manifest is
+  pushed under the very tag it was found under (``sha256-HEX.sig|.att|.sbom``) in the
+  subject's target repository; the digests do not change on import, so ``cosign
+  verify`` against the mirror finds it where it looks.
+- a manifest with ``subject`` (``via: referrers``) is pushed by digest. A target with
+  the referrers API (``GET /v2/NAME/referrers/DIGEST`` answers an index) lists it by
+  itself; for one without (Debian's docker-registry 2.8, for one), the referrers tag
+  ``sha256-HEX`` gets an index with its descriptor (``artifactType`` and annotations
+  from the manifest), merged with what the tag already lists, as the distribution spec
+  asks of clients.
+- buildx attestation manifests (``via: index``) are children of their image's index and
+  are pushed with it.
+
+Something attached to the source index a platform filter rewrote has no subject in
+the target (the filtered index is a new manifest) and is not pushed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from airgap.bundle.format import ArtifactRecord, BundleManifest
+from airgap.errors import AirgapError
+from airgap.mirror.mapping import Mapping
+from airgap.mirror.push import ImageTree, PushStats, load_tree
+from airgap.oci import OCI_INDEX, Manifest
+from airgap.reference import Reference
+from airgap.registry.client import Registry
+from airgap.supplychain.formats import Via, referrers_tag
+from airgap.verify.bundle import VerifiedBundle
+
+
+@dataclass
+class AttachedPlan:
+    """The artifacts to push as trees, and which of them a referrers listing names."""
+
+    trees: list[ImageTree] = field(default_factory=list)
+    referrers: list[tuple[ImageTree, ArtifactRecord]] = field(default_factory=list)
+    skipped: int = 0  # attached to a source index the target does not get
+    api: bool | None = None  # whether the target has the referrers API (None: not asked)
+
+    def report(self) -> dict[str, Any]:
+        api = None if self.api is None else ("api" if self.api else "tag schema")
+        return {"artifacts": len(self.trees), "skipped": self.skipped, "referrers": api}
+
+
+def attached_trees(
+    bundle: VerifiedBundle, manifest: BundleManifest, mappings: list[Mapping]
+) -> AttachedPlan:
+    """Every artifact of the bundle as pushed: its target repository and reference."""
+    by_reference = {str(m.source): m for m in mappings}
+    images = {image.reference: image for image in manifest.images}
+    plan = AttachedPlan()
+    seen: set[tuple[str, str]] = set()
+    for artifact in manifest.artifacts:
+        if artifact.via == Via.INDEX.value:
+            continue  # a child of the image's index: pushed with it
+        image = images[artifact.image]
+        if artifact.subject == image.source_digest:
+            plan.skipped += 1
+            continue
+        mapping = by_reference[artifact.image]
+        target = Reference(mapping.target.registry, mapping.target.repository, tag=artifact.tag)
+        key = (target.repository, artifact.tag or artifact.digest)
+        if key in seen:
+            continue
+        seen.add(key)
+        tree = load_tree(
+            bundle, Mapping(mapping.source, target), artifact.digest, artifact.media_type
+        )
+        plan.trees.append(tree)
+        if artifact.via == Via.REFERRERS.value:
+            plan.referrers.append((tree, artifact))
+    return plan
+
+
+def publish_referrers(registry: Registry, plan: AttachedPlan, stats: PushStats) -> None:
+    """List the pushed referrers: nothing to do where the target has the referrers API,
+    else the referrers tag of each subject gets their descriptors."""
+    if not plan.referrers:
+        return
+    first, record = plan.referrers[0]
+    what = f"image {first.mapping.target}"
+    plan.api = registry.supports_referrers(
+        first.mapping.target.repository, record.subject, what=what
+    )
+    if plan.api:
+        return
+    groups: dict[tuple[str, str], list[ImageTree]] = {}
+    for tree, artifact in plan.referrers:
+        groups.setdefault((tree.mapping.target.repository, artifact.subject), []).append(tree)
+    for (repository, subject), trees in groups.items():
+        if _update_tag(registry, repository, subject, trees):
+            stats.add(manifests_pushed=1)
+
+
+def _update_tag(registry: Registry, repository: str, subject: str, trees: list[ImageTree]) -> bool:
+    """Add the trees' descriptors to the referrers tag of ``subject``; whether it changed."""
+    tag = referrers_tag(subject)
+    what = f"referrers of {registry.display_name}/{repository}@{subject}"
+    current = registry.find_manifest(repository, tag, what=what)
+    if current is not None and current.media_type != OCI_INDEX:
+        raise AirgapError(
+            f"{what}: the referrers tag {tag} holds a {current.media_type}, not an image index; "
+            "leaving it alone"
+        )
+    entries: list[Any] = list(current.json.get("manifests", [])) if current is not None else []
+    listed = {entry.get("digest") for entry in entries if isinstance(entry, dict)}
+    added = [descriptor(tree.top) for tree in trees if tree.top.digest not in listed]
+    if not added:
+        return False
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries + added}
+    data = json.dumps(index, separators=(",", ":")).encode()
+    registry.put_manifest(repository, tag, Manifest.from_bytes(data, OCI_INDEX), what=what)
+    return True
+
+
+def descriptor(manifest: Manifest) -> dict[str, Any]:
+    """A referrers-list descriptor: ``artifactType`` from the manifest, else its config's
+    media type; the manifest's annotations copied (distribution spec 1.1)."""
+    document = manifest.json
+    entry: dict[str, Any] = {
+        "mediaType": manifest.media_type,
+        "digest": manifest.digest,
+        "size": manifest.size,
+    }
+    config = document.get("config")
+    artifact_type = document.get("artifactType") or (
+        config.get("mediaType") if isinstance(config, dict) else None
+    )
+    if isinstance(artifact_type, str) and artifact_type:
+        entry["artifactType"] = artifact_type
+    annotations = document.get("annotations")
+    if isinstance(annotations, dict) and annotations:
+        entry["annotations"] = annotations
+    return entry
