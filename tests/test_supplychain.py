@@ -11,6 +11,7 @@ referrers API itself is served by ``tests.harness.ociserver``.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import subprocess
 import tarfile
@@ -24,7 +25,7 @@ import pytest
 
 from airgap.bundle.format import BundleManifest
 from airgap.bundle.reader import read_head
-from tests.harness import cosign, skopeo
+from tests.harness import cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import run_airgap
@@ -516,3 +517,35 @@ def test_import_uses_the_referrers_api_where_the_target_has_it(
         assert stored.tags[str(sig.tag)] == sig.digest  # cosign's tag, the same digest
     finally:
         server.stop()
+
+
+def test_verify_refuses_artifact_records_that_do_not_hold(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey
+) -> None:
+    """A bundle re-signed by the trusted key with a doctored artifact record (a signed
+    manifest is only as careful as whoever signed it) fails verify, naming the record."""
+    bundle, manifest = _collect(tmp_path, signing_key, [upstream.ref("signed/app:v1")])
+    signature = next(a for a in manifest.artifacts if a.kind == "signature")
+    other = upstream.children["arm64"].digest
+    cases = {
+        "subject": (
+            lambda a: dataclasses.replace(a, subject=other, tag=f"sha256-{other[7:]}.sig"),
+            "which is not one of the image's manifests",
+        ),
+        "tag": (lambda a: dataclasses.replace(a, tag="latest"), "is not cosign's tag"),
+        "kind": (lambda a: dataclasses.replace(a, kind="../x"), "unknown kind"),
+        "image": (
+            lambda a: dataclasses.replace(a, image=upstream.ref("signed/other:v1")),
+            "belongs to an image the bundle lacks",
+        ),
+    }
+    for name, (change, reason) in cases.items():
+
+        def edit(m: BundleManifest, change: Any = change) -> BundleManifest:
+            artifacts = [change(a) if a == signature else a for a in m.artifacts]
+            return dataclasses.replace(m, artifacts=artifacts)
+
+        doctored = tamper.resign(bundle, tmp_path / f"{name}.tar", signing_key.private, edit=edit)
+        result = run_airgap("verify", doctored, "--key", signing_key.public)
+        assert result.returncode == 1, (name, result.stdout)
+        assert "artifact" in result.stderr and reason in result.stdout, (name, result.stdout)

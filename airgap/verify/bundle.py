@@ -35,6 +35,7 @@ from airgap.errors import BundleError, SignatureError
 from airgap.progress import QUIET, Progress
 from airgap.signing import fingerprint
 from airgap.signing import verify as verify_signature
+from airgap.verify.artifacts import check_artifacts
 from airgap.verify.content import check_layout, check_providers
 from airgap.verify.contents import check_contents
 from airgap.verify.delta import check_delta
@@ -199,6 +200,7 @@ def _verify(
         bundle.failures.extend(check_layout(result.manifest, read, present))
         bundle.failures.extend(check_providers(result.manifest, read, present))
         bundle.failures.extend(check_contents(result.manifest, read, present))
+        bundle.failures.extend(check_artifacts(result.manifest, read, present))
     return bundle
 
 
