@@ -549,3 +549,24 @@ def test_verify_refuses_artifact_records_that_do_not_hold(
         result = run_airgap("verify", doctored, "--key", signing_key.public)
         assert result.returncode == 1, (name, result.stdout)
         assert "artifact" in result.stderr and reason in result.stdout, (name, result.stdout)
+
+
+def test_a_stale_referrers_tag_entry_is_skipped(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey
+) -> None:
+    """The referrers tag is kept up by clients and may name a manifest deleted since
+    (distribution refuses such an index, so a registry without the API that does not
+    check is played by the loopback server)."""
+    server = OciServer(referrers=False)
+    try:
+        cosign.upload(server.url, "stale/app", upstream.layout, upstream.app, "v1")
+        gone = Descriptor(upstream.app.media_type, "sha256:" + "0" * 64, 123)
+        index = cosign.referrers_index(upstream.layout, [(gone, SPDX)])
+        data = upstream.layout.blob_path(index.digest).read_bytes()
+        tag = f"sha256-{upstream.app.digest[7:]}"
+        cosign.put_manifest_url(server.url, "stale/app", tag, data, index.media_type)
+        _, manifest = _collect(tmp_path, signing_key, [f"{server.host}/stale/app:v1"])
+        assert manifest.artifacts == []
+        assert ("GET", f"/v2/stale/app/manifests/{gone.digest}") in server.requests
+    finally:
+        server.stop()

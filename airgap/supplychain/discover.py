@@ -117,9 +117,11 @@ def _referrers(subject: Subject) -> Iterator[Attached]:
         fallback = registry.find_manifest(repository, referrers_tag(subject.digest), what=what)
         listed = fallback.children() if fallback is not None and fallback.is_index else []
     for descriptor in listed:
-        manifest = registry.get_manifest(repository, descriptor.digest, what=what)
-        if _subject_of(manifest) != subject.digest:
-            continue  # not a referrer of this subject, whatever the listing says
+        # a referrers tag can name what was deleted since (the spec leaves its upkeep
+        # to clients): skip it, as anything whose subject is not this one
+        manifest = registry.find_manifest(repository, descriptor.digest, what=what)
+        if manifest is None or _subject_of(manifest) != subject.digest:
+            continue
         artifact_type = _artifact_type(manifest)
         kind = classify(artifact_type, _annotations(manifest))
         attached = Attached(

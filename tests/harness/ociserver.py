@@ -8,7 +8,9 @@ digest) and the referrers API as the spec words it: an image index of the descri
 of every manifest whose ``subject`` is the digest, ``artifactType`` set from the
 manifest (or its config's media type) and its annotations copied, paged with
 ``Link: <…>; rel="next"`` past ``page_size``, and ``OCI-Subject`` on a push with a
-subject. Every request is recorded for the tests to look at.
+subject (or 404 for every referrers request with ``referrers=False``; it never checks
+that an index's children exist, so a stale referrers tag can be made). Every request
+is recorded for the tests to look at.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ class _Repository:
 class OciServer:
     """``OciServer()`` listens at once; ``host`` is ``127.0.0.1:PORT`` (plain HTTP)."""
 
-    def __init__(self, *, page_size: int = 100) -> None:
+    def __init__(self, *, page_size: int = 100, referrers: bool = True) -> None:
         self.page_size = page_size
+        self.referrers = referrers  # False: answer 404, as a registry without the API
         self.blobs: dict[str, bytes] = {}
         self.repositories: dict[str, _Repository] = {}
         self.requests: list[tuple[str, str]] = []
@@ -123,6 +126,8 @@ class OciServer:
             if data is None or ref not in repository.blobs:
                 return 404, {}, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}'
             return 200, {"Docker-Content-Digest": ref}, data
+        if kind == "referrers" and not self.referrers:
+            return 404, {}, b"404 page not found"
         if kind == "referrers":
             return self._referrers(name, repository, ref, query)
         if method == "PUT":
