@@ -28,7 +28,7 @@ from airgap.bundle.reader import read_head
 from tests.harness import cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import run_airgap
+from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import Descriptor, OciLayout
 from tests.harness.ociserver import OciServer
 from tests.harness.registry import RegistryServer
@@ -568,5 +568,44 @@ def test_a_stale_referrers_tag_entry_is_skipped(
         _, manifest = _collect(tmp_path, signing_key, [f"{server.host}/stale/app:v1"])
         assert manifest.artifacts == []
         assert ("GET", f"/v2/stale/app/manifests/{gone.digest}") in server.requests
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"<html>not json</html>", "malformed index: manifest: not valid JSON"),
+        (
+            b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}',
+            "not an image index",
+        ),
+        (b'{"manifests":[{"digest":"sha256:../../x","size":1}]}', "malformed index"),
+        (
+            b'{"manifests":['
+            + b",".join(
+                [
+                    b'{"mediaType":"x","digest":"sha256:' + b"%064x" % n + b'","size":1}'
+                    for n in range(300)
+                ]
+            )
+            + b"]}",
+            "more than 256 referrers",
+        ),
+    ],
+)
+def test_a_hostile_referrers_answer_fails_collect_in_one_line(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey, body: bytes, reason: str
+) -> None:
+    server = OciServer()
+    try:
+        cosign.upload(server.url, "hostile/app", upstream.layout, upstream.app, "v1")
+        server.referrers_body = body
+        spec = write_spec(tmp_path / "spec.yaml", {"images": [f"{server.host}/hostile/app:v1"]})
+        output = tmp_path / "bundle.tar"
+        result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output, "-q")
+        line = assert_clean_failure(result, 1, f"{server.host}/hostile/app:v1")
+        assert reason in line, line
+        assert not output.exists()
     finally:
         server.stop()

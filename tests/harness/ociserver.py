@@ -43,6 +43,7 @@ class OciServer:
     def __init__(self, *, page_size: int = 100, referrers: bool = True) -> None:
         self.page_size = page_size
         self.referrers = referrers  # False: answer 404, as a registry without the API
+        self.referrers_body: bytes | None = None  # a hostile answer instead of the listing
         self.blobs: dict[str, bytes] = {}
         self.repositories: dict[str, _Repository] = {}
         self.requests: list[tuple[str, str]] = []
@@ -128,6 +129,8 @@ class OciServer:
             return 200, {"Docker-Content-Digest": ref}, data
         if kind == "referrers" and not self.referrers:
             return 404, {}, b"404 page not found"
+        if kind == "referrers" and self.referrers_body is not None:
+            return 200, {"Content-Type": OCI_INDEX}, self.referrers_body
         if kind == "referrers":
             return self._referrers(name, repository, ref, query)
         if method == "PUT":
