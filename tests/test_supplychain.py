@@ -609,3 +609,26 @@ def test_a_hostile_referrers_answer_fails_collect_in_one_line(
         assert not output.exists()
     finally:
         server.stop()
+
+
+def test_a_delta_relies_on_the_base_for_attached_blobs(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
+) -> None:
+    """Signature payloads and SBOM layers the base carried are among a delta's needs;
+    verify accepts their absence as it does an image blob's."""
+    images = [upstream.ref("signed/app:v1")]
+    base, _ = _collect(tmp_path, signing_key, images)
+    spec = write_spec(tmp_path / "delta.yaml", {"images": images})
+    delta = tmp_path / "delta.tar"
+    result = run_airgap(
+        "collect", spec, "--sign-key", signing_key.private, "-o", delta, "-q", "--base", base
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = read_head(delta).manifest
+    assert manifest.artifacts and manifest.needs
+    verified = run_airgap("verify", delta, "--key", signing_key.public)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    target = registry_factory("plain")
+    _import(base, signing_key, f"{target.host}/mirror", tmp_path / "base-out")
+    report = _import(delta, signing_key, f"{target.host}/mirror", tmp_path / "delta-out")
+    assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "tag schema"}

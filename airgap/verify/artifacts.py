@@ -112,7 +112,9 @@ def check_artifacts(
                 Failure("artifact", describe(record), "belongs to an image the bundle lacks")
             )
             continue
-        problem = _subject_problem(record, image, bundle) or _content_problem(record, bundle)
+        problem = _subject_problem(record, image, bundle) or _content_problem(
+            record, bundle, set(image.needs)
+        )
         if problem:
             failures.append(Failure("artifact", describe(record), problem))
     failures.extend(check_trust(manifest.trust, present))
@@ -144,9 +146,10 @@ def _form_problem(record: ArtifactRecord) -> str | None:
 
 
 def _subject_problem(record: ArtifactRecord, image: ImageRecord, bundle: _Bundle) -> str | None:
-    """The subject is one of the image's manifests, or its source index (carried)."""
+    """The subject is one of the image's manifests, or its source index (carried). In a
+    delta, manifests the image relies on (its needs) are in the target, not here."""
     tree = bundle.tree(image.digest)
-    digests = {m.digest for m in tree}
+    digests = {m.digest for m in tree} | set(image.needs)
     if record.subject == image.source_digest and record.subject not in digests:
         source = bundle.manifest(record.subject)
         if isinstance(source, str):
@@ -154,8 +157,8 @@ def _subject_problem(record: ArtifactRecord, image: ImageRecord, bundle: _Bundle
         return None if source.is_index else f"source {record.subject} is not an index"
     if record.subject not in digests:
         return f"attached to {record.subject}, which is not one of the image's manifests"
-    if record.via != Via.INDEX.value:
-        return None
+    if record.via != Via.INDEX.value or image.digest in image.needs:
+        return None  # (a relied-on index cannot be read here: import checks the target)
     for manifest in tree:
         for entry in manifest.json.get("manifests", []) if manifest.is_index else []:
             linked = attestation_subject(entry) == record.subject
@@ -164,8 +167,11 @@ def _subject_problem(record: ArtifactRecord, image: ImageRecord, bundle: _Bundle
     return "is not an attestation manifest of its subject in the image's index"
 
 
-def _content_problem(record: ArtifactRecord, bundle: _Bundle) -> str | None:
-    """The artifact's manifests parse, name the subject, and every blob is present."""
+def _content_problem(record: ArtifactRecord, bundle: _Bundle, needs: set[str]) -> str | None:
+    """The artifact's manifests parse, name the subject, and every blob is present (or,
+    in a delta, one of the image's needs: the target holds it)."""
+    if record.digest in needs:
+        return None
     top = bundle.manifest(record.digest, record.media_type)
     if isinstance(top, str):
         return top
@@ -182,6 +188,8 @@ def _content_problem(record: ArtifactRecord, bundle: _Bundle) -> str | None:
                 return f"child manifest {child.digest} is missing or malformed"
         for blob in manifest.blobs():
             size = bundle.present.get(blob_member(blob.digest))
+            if size is None and blob.digest in needs:
+                continue
             if size is None:
                 return f"blob {blob.digest} is missing"
             if size != blob.size:
