@@ -130,3 +130,22 @@ def test_a_hostile_parts_list_is_refused_before_any_part_is_opened(tmp_path: Pat
     listed.mkdir()
     with pytest.raises(InputError, match="is a directory"):
         open_source(bundle)
+
+
+def test_the_writer_sink_writes_across_parts_and_never_past_the_end(tmp_path: Path) -> None:
+    from airgap.bundle.writer import Sink
+
+    paths = [tmp_path / f"p{i}" for i in range(3)]
+    fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for p in paths]
+    try:
+        sink = Sink(fds, [10, 10, 5], paths)
+        sink.allocate()
+        sink.pwrite(b"abcdefghij" * 2 + b"12345", 0)
+        sink.pwrite(b"XYZ", 9)  # across the first boundary
+        assert [(o, n) for _, o, n in sink.spans(8, 14)] == [(8, 2), (0, 10), (0, 2)]
+        with pytest.raises(OSError, match="outside the bundle"):
+            sink.pwrite(b"!", 25)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert [p.read_bytes() for p in paths] == [b"abcdefghiX", b"YZcdefghij", b"12345"]

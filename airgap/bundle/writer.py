@@ -15,9 +15,11 @@ back what landed on the medium) and described by the signed parts list, written 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import hashlib
+import itertools
 import os
 import tarfile
 from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +57,7 @@ class Sink:
         self._fds = list(fds)
         self._sizes = list(sizes)
         self._names = {fd: path for fd, path in zip(fds, names, strict=False)}
-        self._starts = [sum(self._sizes[:i]) for i in range(len(self._sizes))]
+        self._starts = list(itertools.accumulate(self._sizes, initial=0))[:-1]
         self.size = sum(self._sizes)
 
     @classmethod
@@ -67,16 +69,14 @@ class Sink:
         ``offset``; bytes past the end of the bundle are refused, never spilled."""
         if offset < 0 or offset + length > self.size:
             raise OSError(errno.EFBIG, f"bytes {offset}+{length} are outside the bundle")
-        for index, start in enumerate(self._starts):
-            end = start + self._sizes[index]
-            if length <= 0:
-                return
-            if offset >= end:
-                continue
-            piece = min(end, offset + length) - offset
+        index = max(0, bisect.bisect_right(self._starts, offset) - 1)
+        while length > 0:
+            start = self._starts[index]
+            piece = min(start + self._sizes[index], offset + length) - offset
             yield self._fds[index], offset - start, piece
             offset += piece
             length -= piece
+            index += 1
 
     def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
         """Write all of ``data`` at ``offset`` (safe from many threads at once)."""
