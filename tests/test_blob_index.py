@@ -60,7 +60,14 @@ def _assert_images_intact(bundle: CollectedBundle, registry: RegistryServer, pre
 
 
 def _blob_requests(proxy: FaultProxy) -> list[tuple[str, int | str]]:
-    return [(r.method, r.status) for r in proxy.requests if "/blobs/uploads/" in r.path]
+    """Blob uploads of the bundle's images. The manifests images of capi-manifests/
+    (issue 18) are left out: they hold the components rewritten for this prefix, so
+    each prefix has new blobs of its own to upload."""
+    return [
+        (r.method, r.status)
+        for r in proxy.requests
+        if "/blobs/uploads/" in r.path and "/capi-manifests/" not in r.path
+    ]
 
 
 def test_a_second_prefix_mounts_every_blob_and_uploads_none(
