@@ -14,7 +14,7 @@ import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -97,6 +97,24 @@ cert_dir_option = click.option(
     help="Directory of *.crt CAs and a NAME.cert/NAME.key client pair for the registry "
     "(default: /etc/containers/certs.d/HOST:PORT, then /etc/docker/certs.d/HOST:PORT).",
 )
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+registry_option = click.option(
+    "--registry",
+    "registry",
+    required=True,
+    help="Target registry and optional prefix: HOST[:PORT][/PREFIX].",
+)
+
+
+def concurrency_option(text: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """``--concurrency 1..64`` (default 8): how many downloads, uploads or checks at once."""
+    return click.option(
+        "--concurrency",
+        default=8,
+        show_default=True,
+        type=click.IntRange(1, 64),
+        help=text,
+    )
 
 
 def format_option(text: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
@@ -234,13 +252,7 @@ def keygen(private_key: Path, force: bool) -> int:
 @authfile_option
 @format_option("The summary on stdout; json: inspect --format json's keys, bundle and duration.")
 @debug_option
-@click.option(
-    "--concurrency",
-    default=8,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Parallel image downloads.",
-)
+@concurrency_option("Parallel image downloads.")
 @click.option(
     "--no-signatures",
     is_flag=True,
@@ -252,7 +264,7 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Policy YAML the bundle must pass before it is signed (as verify --policy; "
     "requireSignatures' Fulcio roots and Rekor keys travel in the bundle).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@quiet_option
 def collect(
     spec: Path,
     sign_key: Path,
@@ -538,12 +550,7 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
     """--registry and the output options shared by import and configmaps."""
     for decorator in reversed(
         [
-            click.option(
-                "--registry",
-                "registry",
-                required=True,
-                help="Target registry and optional prefix: HOST[:PORT][/PREFIX].",
-            ),
+            registry_option,
             click.option(
                 "--keep-source-registry",
                 is_flag=True,
@@ -628,13 +635,7 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
 @key_options
 @target_options
 @connection_options
-@click.option(
-    "--concurrency",
-    default=8,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Parallel blob uploads.",
-)
+@concurrency_option("Parallel blob uploads.")
 @click.option(
     "--reverify",
     is_flag=True,
@@ -644,7 +645,7 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
 @click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
 @format_option("The summary on stdout; json: import-report.json's keys (--dry-run: mappings).")
 @debug_option
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@quiet_option
 def import_(
     bundle: Path,
     keys: tuple[Path, ...],
@@ -684,33 +685,15 @@ def import_(
 @cli.command(short_help="Report a registry's state against a bundle (conditions).")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @key_options
-@click.option(
-    "--registry",
-    "registry",
-    required=True,
-    help="Target registry and optional prefix: HOST[:PORT][/PREFIX].",
-)
+@registry_option
 @click.option(
     "--keep-source-registry",
     is_flag=True,
     help="The import kept the source registry host as the first path element.",
 )
 @registry_options
-@click.option(
-    "--concurrency",
-    default=8,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Parallel checks.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Conditions as a table or as JSON.",
-)
+@concurrency_option("Parallel checks.")
+@format_option("Conditions as a table or as JSON.")
 @click.option(
     "--export-have",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -723,16 +706,10 @@ def status(
     no_signature: bool,
     registry: str,
     keep_source_registry: bool,
-    ca_file: str | None,
-    insecure_skip_tls_verify: bool,
-    plain_http: bool,
-    username: str | None,
-    password_stdin: bool,
-    authfile: Path | None,
-    cert_dir: Path | None,
     concurrency: int,
     fmt: str,
     export_have: Path | None,
+    **connection: Any,
 ) -> int:
     """Available, Progressing and Degraded: whether REGISTRY holds every image of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
@@ -746,12 +723,7 @@ def status(
         target=Target.parse(registry),
         keep_registry=keep_source_registry,
         concurrency=concurrency,
-        ca_file=ca_file,
-        skip_tls_verify=insecure_skip_tls_verify,
-        plain_http=plain_http,
-        credentials=_read_password(username, password_stdin),
-        authfile=authfile,
-        cert_dir=cert_dir,
+        **_connection(**connection),
     )
     result, listed = status_and_have(bundle, trusted, options, export_have)
     if export_have is not None and listed is not None:
@@ -775,19 +747,13 @@ def _import_options(
     no_pin: bool,
     output_dir: Path | None,
     output_location: Path | None,
-    ca_file: str | None,
-    insecure_skip_tls_verify: bool,
-    plain_http: bool,
-    username: str | None,
-    password_stdin: bool,
-    authfile: Path | None,
-    cert_dir: Path | None,
     namespace: str | None,
     provider_source: str,
     variables_file: Path | None,
     concurrency: int = 8,
     reverify: bool = False,
     dry_run: bool = False,
+    **connection: Any,
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.configmaps.variables import VariableValues, load_variables
@@ -802,17 +768,45 @@ def _import_options(
         pin=not no_pin,
         dry_run=dry_run,
         concurrency=concurrency,
+        namespace=namespace,
+        provider_source=provider_source,
+        reverify=reverify,
+        variables=VariableValues.from_sources(file_values, os.environ),
+        output_location=output_location.absolute() if output_location else None,
+        **_connection(**connection),
+    )
+
+
+class _Connection(TypedDict):
+    """ImportOptions' fields for reaching and logging in to the target registry."""
+
+    ca_file: str | None
+    skip_tls_verify: bool
+    plain_http: bool
+    credentials: Credentials | None
+    authfile: Path | None
+    cert_dir: Path | None
+
+
+def _connection(
+    *,
+    ca_file: str | None,
+    insecure_skip_tls_verify: bool,
+    plain_http: bool,
+    username: str | None,
+    password_stdin: bool,
+    authfile: Path | None,
+    cert_dir: Path | None,
+) -> _Connection:
+    """The values of registry_options' flags as ImportOptions' fields, in one place for
+    import, configmaps and status (the password is read here, once per command)."""
+    return _Connection(
         ca_file=ca_file,
         skip_tls_verify=insecure_skip_tls_verify,
         plain_http=plain_http,
         credentials=_read_password(username, password_stdin),
         authfile=authfile,
         cert_dir=cert_dir,
-        namespace=namespace,
-        provider_source=provider_source,
-        reverify=reverify,
-        variables=VariableValues.from_sources(file_values, os.environ),
-        output_location=output_location.absolute() if output_location else None,
     )
 
 
