@@ -48,7 +48,7 @@ from airgap.content.kinds import (
 from airgap.errors import AirgapError, InputError, NotFoundError
 from airgap.limits import MAX_RELEASE_FILE_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
-from airgap.providers.sources import download
+from airgap.providers.sources import SingleFileSource, download
 from airgap.redact import redact_url
 from airgap.registry.pool import RegistryPool
 from airgap.yamlload import load_single
@@ -64,7 +64,7 @@ PoolFactory = Callable[[], RegistryPool]
 
 
 @dataclass
-class ChartSource:
+class ChartSource(SingleFileSource):
     """Where one spec entry's chart comes from; fits ``ReleaseSource`` so the request
     travels the content path, and holds what fetching needs (client, registries)."""
 
@@ -77,20 +77,6 @@ class ChartSource:
     @property
     def url(self) -> str:
         return redact_url(self.location.repo or self.location.oci or "")
-
-    @property
-    def pinned_version(self) -> str | None:
-        return None
-
-    @property
-    def pinned_file(self) -> str | None:
-        return None
-
-    def resolve_version(self, version: str) -> str:
-        return version
-
-    def list_files(self, version: str) -> list[str] | None:
-        return None
 
     def fetch(self, version: str, filename: str, dest: Path) -> None:
         raise AssertionError("charts are fetched by fetch_chart")

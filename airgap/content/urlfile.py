@@ -19,11 +19,11 @@ import httpx
 from airgap.errors import InputError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_RELEASE_FILE_BYTES
-from airgap.providers.sources import download, write_atomically
+from airgap.providers.sources import SingleFileSource, download, write_atomically
 from airgap.redact import redact_url
 
 
-class URLFileSource:
+class URLFileSource(SingleFileSource):
     """The file one URL names; ``fetch`` ignores version and file name."""
 
     def __init__(self, url: str, client: httpx.Client) -> None:
@@ -40,20 +40,6 @@ class URLFileSource:
     @property
     def url(self) -> str:
         return redact_url(self._raw)
-
-    @property
-    def pinned_version(self) -> str | None:
-        return None
-
-    @property
-    def pinned_file(self) -> str | None:
-        return None
-
-    def resolve_version(self, version: str) -> str:
-        return version
-
-    def list_files(self, version: str) -> list[str] | None:
-        return None
 
     def fetch(self, version: str, filename: str, dest: Path) -> None:
         """Download the URL (or copy the local file) to ``dest`` atomically."""

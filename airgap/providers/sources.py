@@ -95,6 +95,26 @@ class ReleaseSource(Protocol):
         ...
 
 
+class SingleFileSource:
+    """The ``ReleaseSource`` answers of content that is not a release (an addon
+    manifest's URL, a Helm chart): nothing pinned, no versions to resolve (the version
+    is taken as given) and no file list. Subclasses give ``url`` and ``fetch``."""
+
+    @property
+    def pinned_version(self) -> str | None:
+        return None
+
+    @property
+    def pinned_file(self) -> str | None:
+        return None
+
+    def resolve_version(self, version: str) -> str:
+        return version
+
+    def list_files(self, version: str) -> list[str] | None:
+        return None
+
+
 def source_for(
     url: str, client: httpx.Client, env: Mapping[str, str] | None = None
 ) -> ReleaseSource:
