@@ -16,6 +16,7 @@ import base64
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -28,6 +29,7 @@ from airgap.reference import is_loopback_host
 from airgap.registry.credentials import Credentials, CredentialSource
 
 CLIENT_ID = "airgap"  # the OAuth2 client_id sent with a refresh-token grant
+QueryParams = list[tuple[str, str | int | float | bool | None]]  # a token request's query
 _PARAM_RE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
 
@@ -143,38 +145,20 @@ class Authenticator:
         found = self.credentials(scope_repository(scopes))
         if found and found.identity_token:
             return self._refresh_token(realm, challenge, scopes, found.identity_token)
-        params: list[tuple[str, str | int | float | bool | None]] = []
+        params: QueryParams = []
         if challenge.params.get("service"):
             params.append(("service", challenge.params["service"]))
         params.extend(("scope", scope) for scope in scopes)
         headers = {"Authorization": basic_header(found)} if found else {}
-        if headers and not may_carry_credentials(realm, self.host):
-            raise AuthError(
-                f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
-                "HTTP on another host; credentials are only sent there over HTTPS",
-                401,
-            )
-        try:
-            url = httpx.URL(realm).copy_merge_params(params)
-        except httpx.InvalidURL:
-            raise AuthError(
-                f"registry {self.host}: bearer challenge with an invalid realm", 401
-            ) from None
-        response = http.send(
-            self._client,
+        if headers:
+            self._only_over_https(realm, "credentials are")
+        url = self._realm_url(realm, params)
+        tried = "credentials were tried" if found else "no credentials were found"
+        return self._ask_token_service(
             lambda: self._client.build_request("GET", url, headers=headers),
-            policy=self._policy,
+            (401, 403),
+            lambda status: f"access (HTTP {status}; {tried})",
         )
-        if response.status_code in (401, 403):
-            tried = "credentials were tried" if found else "no credentials were found"
-            raise AuthError(
-                f"registry {self.host}: token service refused access "
-                f"(HTTP {response.status_code}; {tried})",
-                response.status_code,
-            )
-        if response.status_code >= 400:
-            raise http.status_error(response, f"registry {self.host}: token request")
-        return _token_reply(response, self.host)
 
     def _refresh_token(
         self, realm: str, challenge: Challenge, scopes: tuple[str, ...], refresh_token: str
@@ -182,12 +166,7 @@ class Authenticator:
         """An access token for ``scopes`` in exchange for an identity (refresh) token:
         ``POST realm`` with ``grant_type=refresh_token`` (distribution's OAuth2 token
         spec, as docker and containers/image do)."""
-        if not may_carry_credentials(realm, self.host):
-            raise AuthError(
-                f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
-                "HTTP on another host; an identity token is only sent there over HTTPS",
-                401,
-            )
+        self._only_over_https(realm, "an identity token is")
         form = {
             "grant_type": "refresh_token",
             "refresh_token": refresh_token,
@@ -195,21 +174,47 @@ class Authenticator:
             "scope": " ".join(scopes),
             "client_id": CLIENT_ID,
         }
+        url = self._realm_url(realm)
+        return self._ask_token_service(
+            lambda: self._client.build_request("POST", url, data=form),
+            (400, 401, 403),
+            lambda status: (
+                f"the identity token (HTTP {status}); log in again (podman login, docker login)"
+            ),
+        )
+
+    def _only_over_https(self, realm: str, secret_is: str) -> None:
+        """A secret goes to a token service on another host only over HTTPS."""
+        if not may_carry_credentials(realm, self.host):
+            raise AuthError(
+                f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
+                f"HTTP on another host; {secret_is} only sent there over HTTPS",
+                401,
+            )
+
+    def _realm_url(self, realm: str, params: QueryParams | None = None) -> httpx.URL:
+        """The challenge's realm as a URL (with ``params`` merged into its query); one
+        httpx cannot parse is the registry's error, not a traceback."""
         try:
             url = httpx.URL(realm)
+            return url.copy_merge_params(params) if params is not None else url
         except httpx.InvalidURL:
             raise AuthError(
                 f"registry {self.host}: bearer challenge with an invalid realm", 401
             ) from None
-        response = http.send(
-            self._client,
-            lambda: self._client.build_request("POST", url, data=form),
-            policy=self._policy,
-        )
-        if response.status_code in (400, 401, 403):
+
+    def _ask_token_service(
+        self,
+        build: Callable[[], httpx.Request],
+        refusals: tuple[int, ...],
+        refused: Callable[[int], str],
+    ) -> tuple[str, float]:
+        """Send a token request (GET with Basic, or the refresh-token POST): a refusal
+        status is an AuthError saying what was refused, another error the usual one."""
+        response = http.send(self._client, build, policy=self._policy)
+        if response.status_code in refusals:
             raise AuthError(
-                f"registry {self.host}: token service refused the identity token "
-                f"(HTTP {response.status_code}); log in again (podman login, docker login)",
+                f"registry {self.host}: token service refused {refused(response.status_code)}",
                 response.status_code,
             )
         if response.status_code >= 400:
