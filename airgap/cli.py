@@ -470,6 +470,7 @@ def key_options(function: Callable[..., int]) -> Callable[..., int]:
     help="Print an inventory document instead of the report.",
 )
 @click.option("--wide", is_flag=True, help="Full digests and references in tables.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def verify(
     bundle: Path,
     keys: tuple[Path, ...],
@@ -478,6 +479,7 @@ def verify(
     fmt: str,
     sbom: str | None,
     wide: bool,
+    quiet: bool,
 ) -> int:
     """Verify a bundle: signature, every digest, tar safety, providers and policy."""
     from airgap.verify import policy as policy_rules
@@ -487,7 +489,8 @@ def verify(
 
     trusted = load_trusted_keys(keys, no_signature)
     rules = policy_rules.load_policy(policy) if policy else None
-    verified = verify_bundle(bundle, trusted)
+    with Progress.for_terminal(quiet) as progress:
+        verified = verify_bundle(bundle, trusted, progress=progress)
     results = (
         policy_rules.evaluate(rules, verified.manifest, read=verified.read)
         if rules and verified.manifest

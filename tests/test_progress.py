@@ -210,6 +210,22 @@ def test_a_fast_command_prints_no_progress_line(big_bundle: BigBundle) -> None:
     assert result.returncode == 0 and result.stderr == ""
 
 
+def test_verify_reports_progress_off_a_terminal_and_quiet_silences_it(
+    big_bundle: BigBundle,
+) -> None:
+    # an interval shorter than the hashing: verify says how far it got, on stderr only
+    env = {"AIRGAP_PROGRESS_INTERVAL": "0.001"}
+    args = ("verify", big_bundle.path, "--key", big_bundle.key.public)
+    loud = run_airgap(*args, env=env)
+    assert loud.returncode == 0, loud.stderr
+    assert any("verifying" in line or "hash" in line for line in loud.stderr.splitlines()), (
+        loud.stderr
+    )
+    quiet = run_airgap(*args, "--quiet", env=env)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert quiet.stdout == loud.stdout
+
+
 # -- verification counts what it hashes ---------------------------------------------------
 
 
