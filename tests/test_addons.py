@@ -14,7 +14,6 @@ import jsonschema
 import pytest
 import yaml
 
-from airgap.collect.spec import parse_spec
 from airgap.configmaps.addons import (
     MAX_CONFIGMAP_BYTES,
     addon_files,
@@ -32,15 +31,10 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer
+from tests.harness.specs import spec_of
 from tests.test_management_import import kustomize
 
 SCHEMA = Path(__file__).parent / "schemas" / "clusterresourceset-v1beta1.json"
-
-
-def spec_of(text: str, tmp_path: Path):
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return parse_spec(text, path)
 
 
 # --- the spec ----------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import oras.provider
 import pytest
 import yaml
 
-from airgap.collect.spec import parse_spec
 from airgap.content.chart import read_chart
 from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
@@ -37,6 +36,7 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer
+from tests.harness.specs import spec_of
 
 
 def package(top: str, files: dict[str, str | bytes]) -> bytes:
@@ -86,12 +86,6 @@ def test_best_version_and_bad_constraint() -> None:
     assert best(["1.0.0"], ">=2") is None
     with pytest.raises(InputError, match="invalid version constraint"):
         satisfies("1.0.0", ">=one")
-
-
-def spec_of(text: str, tmp_path: Path):
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return parse_spec(text, path)
 
 
 def test_spec_reads_charts(tmp_path: Path) -> None:

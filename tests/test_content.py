@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from airgap.bundle.format import ContentRecord
-from airgap.collect.spec import parse_spec
 from airgap.content.chart import read_chart, values_overrides
 from airgap.content.fetch import ContentRequest, fetch_content, request_for
 from airgap.content.kinds import ContentKind, ContentSpec, operator_chart_file
@@ -40,17 +39,12 @@ from tests.harness.management import (
 )
 from tests.harness.management_fixtures import ManagementBundle, management_spec
 from tests.harness.releases import ReleaseServer
+from tests.harness.specs import spec_of
 
 NO_ENV: dict[str, str] = {}
 
 
 # --- the spec --------------------------------------------------------------------------
-
-
-def spec_of(text: str, tmp_path: Path):
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return parse_spec(text, path)
 
 
 def test_spec_reads_cert_manager_operator_and_templates(tmp_path: Path) -> None:
