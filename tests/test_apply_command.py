@@ -60,12 +60,7 @@ def test_every_file_an_import_writes_says_server_side(
     registry = registry_factory("plain")
     out = tmp_path / "capi-out"
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{registry.host}/capi",
+        *capi_bundle.import_args(f"{registry.host}/capi"),
         "--output-dir",
         out,
         "-q",

@@ -498,12 +498,7 @@ def test_import_writes_the_same_operator_tree_as_configmaps(
     target = f"{registry.host}/capi"
     imported = tmp_path / "imported"
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        target,
+        *capi_bundle.import_args(target),
         "--output-dir",
         imported,
         "-q",
@@ -948,12 +943,7 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     registry = registry_factory("plain")
     out = tmp_path / "out"
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{registry.host}/capi",
+        *capi_bundle.import_args(f"{registry.host}/capi"),
         "--output-dir",
         out,
         "--provider-source",
@@ -1047,12 +1037,7 @@ def test_oci_source_from_a_registry_with_a_password(
     assert registry.username and registry.password
     out = tmp_path / "out"
     args: list[str | Path] = [
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{registry.host}/capi",
+        *capi_bundle.import_args(f"{registry.host}/capi"),
         "--output-dir",
         out,
         "--provider-source",

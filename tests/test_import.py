@@ -200,12 +200,7 @@ def test_dry_run_pushes_nothing(
 ) -> None:
     registry = registry_factory("plain")
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{registry.host}/{PREFIX}",
+        *capi_bundle.import_args(f"{registry.host}/{PREFIX}"),
         "--dry-run",
     )
     assert result.returncode == 0, result.stderr
@@ -274,12 +269,7 @@ def test_killed_import_completes_on_rerun(
     assert process.returncode == -signal.SIGKILL
     assert not (tmp_path / "killed").exists()  # nothing half-written
     again = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{registry.host}/{PREFIX}",
+        *capi_bundle.import_args(f"{registry.host}/{PREFIX}"),
         "--output-dir",
         tmp_path / "again",
     )
@@ -307,24 +297,14 @@ def test_untrusted_ca_says_to_use_ca_file(
     capi_bundle: CollectedBundle, target: RegistryServer, tmp_path: Path
 ) -> None:
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{target.host}/{PREFIX}",
+        *capi_bundle.import_args(f"{target.host}/{PREFIX}"),
     )
     assert_clean_failure(result, 1, "--ca-file")
 
 
 def test_unreachable_registry(capi_bundle: CollectedBundle) -> None:
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        "127.0.0.1:9/capi",
+        *capi_bundle.import_args("127.0.0.1:9/capi"),
     )
     assert_clean_failure(result, 1, "127.0.0.1:9", "cannot connect")
 
@@ -362,12 +342,7 @@ def test_refuses_a_bundle_that_fails_verification(
 
 def test_password_stdin_needs_username(capi_bundle: CollectedBundle) -> None:
     result = run_airgap(
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        "127.0.0.1:9/capi",
+        *capi_bundle.import_args("127.0.0.1:9/capi"),
         "--password-stdin",
         input="x\n",
     )
@@ -385,12 +360,7 @@ def test_reimport_hashes_what_it_uses_and_reverify_hashes_everything(
     def run(*extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
         out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}"
         result = run_airgap(
-            "import",
-            capi_bundle.path,
-            "--key",
-            capi_bundle.key.public,
-            "--registry",
-            f"{registry.host}/{PREFIX}",
+            *capi_bundle.import_args(f"{registry.host}/{PREFIX}"),
             "--output-dir",
             out,
             "-q",
@@ -416,12 +386,7 @@ def test_rerun_of_a_complete_import_only_checks_top_manifests(
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
     args = [
-        "import",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{proxy.host}/{PREFIX}",
+        *capi_bundle.import_args(f"{proxy.host}/{PREFIX}"),
         "-q",
     ]
     assert run_airgap(*args).returncode == 0

@@ -236,12 +236,7 @@ def test_import_takes_the_same_flag_and_reports_names_only(
     out = tmp_path / "out"
     result = under_umask_000(
         lambda: run_airgap(
-            "import",
-            capi_bundle.path,
-            "--key",
-            capi_bundle.key.public,
-            "--registry",
-            f"{registry.host}/capi",
+            *capi_bundle.import_args(f"{registry.host}/capi"),
             "--output-dir",
             out,
             "--variables",
