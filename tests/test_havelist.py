@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,16 +23,13 @@ from tests.harness.registry import RegistryServer
 from tests.test_delta import PREFIX, carried_blobs, changed_pieces, import_, target_of
 
 
-def test_have_list_round_trip(
-    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
-) -> None:
-    registry: RegistryServer = registry_factory("plain")
-    key = delta_bundles.key.public
-    assert import_(delta_bundles.old, registry, key).returncode == 0
-    have = tmp_path / "have.json"
-    status = run_airgap(
+def export_have(
+    bundle: Path, registry: RegistryServer, key: Path, have: Path
+) -> subprocess.CompletedProcess[str]:
+    """``status BUNDLE --export-have HAVE`` against the import's target prefix."""
+    return run_airgap(
         "status",
-        delta_bundles.old,
+        bundle,
         "--key",
         key,
         "--registry",
@@ -39,6 +37,35 @@ def test_have_list_round_trip(
         "--export-have",
         have,
     )
+
+
+def collect_with_have(
+    delta_bundles: DeltaBundles, have: Path, output: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """The connected side: collect the newer spec into ``output``, carrying only what
+    ``have`` does not list."""
+    return run_airgap(
+        "collect",
+        delta_bundles.one_spec,
+        "--sign-key",
+        delta_bundles.key.private,
+        "-o",
+        output,
+        "--have",
+        have,
+        env=delta_bundles.env,
+        timeout=timeout,
+    )
+
+
+def test_have_list_round_trip(
+    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+) -> None:
+    registry: RegistryServer = registry_factory("plain")
+    key = delta_bundles.key.public
+    assert import_(delta_bundles.old, registry, key).returncode == 0
+    have = tmp_path / "have.json"
+    status = export_have(delta_bundles.old, registry, key, have)
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"wrote {have}" in status.stderr
     listed = json.loads(have.read_text())
@@ -51,17 +78,7 @@ def test_have_list_round_trip(
     assert len(have.read_bytes()) < 4096  # digests only: small
     # the other side: carry only what the registry lacks
     delta = tmp_path / "have-delta.tar"
-    collected = run_airgap(
-        "collect",
-        delta_bundles.one_spec,
-        "--sign-key",
-        delta_bundles.key.private,
-        "-o",
-        delta,
-        "--have",
-        have,
-        env=delta_bundles.env,
-    )
+    collected = collect_with_have(delta_bundles, have, delta)
     assert collected.returncode == 0, collected.stderr
     assert "a delta" in collected.stdout
     assert set(carried_blobs(delta)) == changed_pieces(delta_bundles)
@@ -89,31 +106,12 @@ def test_a_drifted_registry_gets_back_what_it_lost(
         registry.storage_dir / f"docker/registry/v2/blobs/sha256/{hexpart[:2]}/{hexpart}/data"
     ).unlink()
     have = tmp_path / "have.json"
-    status = run_airgap(
-        "status",
-        delta_bundles.old,
-        "--key",
-        key,
-        "--registry",
-        f"{registry.host}/{PREFIX}",
-        "--export-have",
-        have,
-    )
+    status = export_have(delta_bundles.old, registry, key, have)
     assert status.returncode == 1  # Degraded, and the list says what is really there
     held = json.loads(have.read_text())["repositories"]
     assert lost not in held[f"{side.registry_host}/{side.repository}"]
     delta = tmp_path / "drift.tar"
-    collected = run_airgap(
-        "collect",
-        delta_bundles.one_spec,
-        "--sign-key",
-        delta_bundles.key.private,
-        "-o",
-        delta,
-        "--have",
-        have,
-        env=delta_bundles.env,
-    )
+    collected = collect_with_have(delta_bundles, have, delta)
     assert collected.returncode == 0, collected.stderr
     assert set(carried_blobs(delta)) == changed_pieces(delta_bundles) | {lost}
     # importing it repairs the image whose tag said it was complete
@@ -149,17 +147,6 @@ def test_a_hostile_have_list_is_one_line(
 ) -> None:
     have = tmp_path / "have.json"
     have.write_bytes(content)
-    result = run_airgap(
-        "collect",
-        delta_bundles.one_spec,
-        "--sign-key",
-        delta_bundles.key.private,
-        "-o",
-        tmp_path / "x.tar",
-        "--have",
-        have,
-        env=delta_bundles.env,
-        timeout=60,
-    )
+    result = collect_with_have(delta_bundles, have, tmp_path / "x.tar", timeout=60)
     assert_clean_failure(result, 2, needle)
     assert not (tmp_path / "x.tar").exists()
