@@ -31,7 +31,7 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer
-from tests.harness.specs import spec_of
+from tests.harness.specs import assert_spec_error, spec_of
 from tests.test_management_import import kustomize
 
 SCHEMA = Path(__file__).parent / "schemas" / "clusterresourceset-v1beta1.json"
@@ -73,11 +73,7 @@ def test_spec_reads_manifests(tmp_path: Path) -> None:
 def test_spec_errors_name_file_line_and_key(
     tmp_path: Path, text: str, line: int, needle: str
 ) -> None:
-    with pytest.raises(SpecError) as caught:
-        spec_of(text, tmp_path)
-    message = str(caught.value)
-    assert message.startswith(f"{tmp_path / 'spec.yaml'}:{line}:"), message
-    assert needle in message
+    assert_spec_error(text, tmp_path, line, needle)
 
 
 def test_spec_credentials_never_in_errors(tmp_path: Path) -> None:

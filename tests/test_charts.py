@@ -27,7 +27,7 @@ from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
 from airgap.content.helmoci import helm_config
 from airgap.content.kinds import ChartLocation, ContentKind
-from airgap.errors import InputError, NotFoundError, SpecError
+from airgap.errors import InputError, NotFoundError
 from airgap.oci import sha256_digest
 from airgap.reference import parse_reference
 from tests.harness import skopeo
@@ -36,7 +36,7 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer
-from tests.harness.specs import spec_of
+from tests.harness.specs import assert_spec_error, spec_of
 
 
 def package(top: str, files: dict[str, str | bytes]) -> bytes:
@@ -140,11 +140,7 @@ def test_spec_reads_charts(tmp_path: Path) -> None:
 def test_spec_errors_name_file_line_and_key(
     tmp_path: Path, text: str, line: int, needle: str
 ) -> None:
-    with pytest.raises(SpecError) as caught:
-        spec_of(text, tmp_path)
-    message = str(caught.value)
-    assert message.startswith(f"{tmp_path / 'spec.yaml'}:{line}:"), message
-    assert needle in message
+    assert_spec_error(text, tmp_path, line, needle)
 
 
 # --- discovery without Helm ----------------------------------------------------------------

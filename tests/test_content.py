@@ -24,7 +24,7 @@ from airgap.bundle.format import ContentRecord
 from airgap.content.chart import read_chart, values_overrides
 from airgap.content.fetch import ContentRequest, fetch_content, request_for
 from airgap.content.kinds import ContentKind, ContentSpec, operator_chart_file
-from airgap.errors import InputError, NotFoundError, SpecError
+from airgap.errors import InputError, NotFoundError
 from airgap.providers.sources import index_page_files, source_for
 from airgap.reference import parse_reference
 from tests.harness import tamper
@@ -39,7 +39,7 @@ from tests.harness.management import (
 )
 from tests.harness.management_fixtures import ManagementBundle, management_spec
 from tests.harness.releases import ReleaseServer
-from tests.harness.specs import spec_of
+from tests.harness.specs import assert_spec_error, spec_of
 
 NO_ENV: dict[str, str] = {}
 
@@ -80,11 +80,7 @@ def test_spec_reads_cert_manager_operator_and_templates(tmp_path: Path) -> None:
 def test_spec_errors_name_file_line_and_key(
     tmp_path: Path, text: str, line: int, needle: str
 ) -> None:
-    with pytest.raises(SpecError) as caught:
-        spec_of(text, tmp_path)
-    message = str(caught.value)
-    assert message.startswith(f"{tmp_path / 'spec.yaml'}:{line}:"), message
-    assert needle in message
+    assert_spec_error(text, tmp_path, line, needle)
 
 
 def test_spec_error_through_the_cli(tmp_path: Path) -> None:
