@@ -506,12 +506,7 @@ def test_import_writes_the_same_operator_tree_as_configmaps(
     assert result.returncode == 0, result.stderr
     generated = tmp_path / "generated"
     result = run_airgap(
-        "configmaps",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        target,
+        *capi_bundle.import_args(target, command="configmaps"),
         "--output-dir",
         generated,
     )
@@ -988,12 +983,7 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     first = read_tree(out / "operator")
     again = tmp_path / "again"
     result = run_airgap(
-        "configmaps",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"{registry.host}/capi",
+        *capi_bundle.import_args(f"{registry.host}/capi", command="configmaps"),
         "--output-dir",
         again,
         "--provider-source",

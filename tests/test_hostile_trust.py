@@ -504,12 +504,7 @@ def test_a_symlinked_directory_in_the_output_dir_is_never_written_through(
     (out / link).symlink_to(elsewhere, target_is_directory=True)
     before = snapshot(tmp_path)
     result = run_airgap(
-        "configmaps",
-        capi_bundle.path,
-        "--key",
-        capi_bundle.key.public,
-        "--registry",
-        f"127.0.0.1:9/{PREFIX}",
+        *capi_bundle.import_args(f"127.0.0.1:9/{PREFIX}", command="configmaps"),
         "--output-dir",
         out,
     )
@@ -831,12 +826,7 @@ def test_secret_templates_are_0600_whatever_the_umask(
     old = os.umask(0)
     try:
         result = run_airgap(
-            "configmaps",
-            capi_bundle.path,
-            "--key",
-            capi_bundle.key.public,
-            "--registry",
-            f"127.0.0.1:9/{PREFIX}",
+            *capi_bundle.import_args(f"127.0.0.1:9/{PREFIX}", command="configmaps"),
             "--output-dir",
             out,
         )

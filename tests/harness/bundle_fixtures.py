@@ -33,10 +33,11 @@ class CollectedBundle:
     providers: ProviderSet
     manifest: BundleManifest
 
-    def import_args(self, registry: str) -> list[str | Path]:
+    def import_args(self, registry: str, command: str = "import") -> list[str | Path]:
         """``import BUNDLE --key PUB --registry REGISTRY``, for run_airgap: the start of
-        every import of this bundle (the rest is what the test varies)."""
-        return ["import", self.path, "--key", self.key.public, "--registry", registry]
+        every import of this bundle (the rest is what the test varies); ``configmaps``
+        takes the same start."""
+        return [command, self.path, "--key", self.key.public, "--registry", registry]
 
 
 @pytest.fixture(scope="session")
