@@ -470,7 +470,7 @@ def key_options(function: Callable[..., int]) -> Callable[..., int]:
     help="Print an inventory document instead of the report.",
 )
 @click.option("--wide", is_flag=True, help="Full digests and references in tables.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@quiet_option
 def verify(
     bundle: Path,
     keys: tuple[Path, ...],
