@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from airgap.configmaps.addons import addon_files, addons_index
 from airgap.configmaps.charts import chart_files, chart_index, repository_index
 from airgap.configmaps.emit import dump
@@ -296,7 +294,7 @@ def _provider_waits(files: Mapping[str, bytes]) -> list[str]:
     for name in sorted(files):
         if not (name.startswith("operator/providers/") and name.endswith(".yaml")):
             continue
-        for document in yaml.safe_load_all(files[name]):
+        for document in iter_documents(files[name].decode(), name):
             if not isinstance(document, dict):
                 continue
             metadata = document.get("metadata") or {}
