@@ -251,8 +251,8 @@ def main() -> int:
         assert local.ca_file is not None
         shutil.copy(local.ca_file, out / "local-ca.pem")
         target = f"{local.host}/capi"
-        import_args = [
-            "import",
+        # import and status talk to the same registry with the same bundle and key
+        mirror_args = [
             bundle,
             "--key",
             out / "signing.pub",
@@ -263,28 +263,14 @@ def main() -> int:
             "--username",
             "admin",
             "--password-stdin",
-            "--output-dir",
-            out / "capi-out",
         ]
+        import_args = ["import", *mirror_args, "--output-dir", out / "capi-out"]
         airgap(*import_args, stdin=f"{DEMO_PASSWORD}\n")
         print("\n# importing the same bundle again sends nothing:")
         airgap(*import_args, stdin=f"{DEMO_PASSWORD}\n")
 
         step("Disconnected side: is the mirror complete? (ClusterOperator-style conditions)")
-        airgap(
-            "status",
-            bundle,
-            "--key",
-            out / "signing.pub",
-            "--registry",
-            target,
-            "--ca-file",
-            out / "local-ca.pem",
-            "--username",
-            "admin",
-            "--password-stdin",
-            stdin=f"{DEMO_PASSWORD}\n",
-        )
+        airgap("status", *mirror_args, stdin=f"{DEMO_PASSWORD}\n")
 
         step("What the disconnected side gets")
         for path in sorted((out / "capi-out").rglob("*")):
