@@ -287,7 +287,11 @@ def collect(
     size = parse_part_size(part_size) if part_size is not None else None
     from airgap.collect.base import load_holdings
     from airgap.collect.collector import collect as run_collect
-    from airgap.verify.report import inventory_json
+    from airgap.verify.report import (
+        INDEX_SIGNATURE_NOTE,
+        filtered_signed_indexes,
+        inventory_json,
+    )
 
     if base_keys and base is None:
         raise InputError("--base-key needs --base")
@@ -308,6 +312,8 @@ def collect(
             policy=policy,
         )
     manifest = result.manifest
+    for image in filtered_signed_indexes(manifest):
+        click.echo(f"airgap: warning: {image.reference}: {INDEX_SIGNATURE_NOTE}", err=True)
     if fmt == "json":
         document = {
             "bundle": str(result.output),

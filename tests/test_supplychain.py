@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
 from tests.harness import cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
@@ -32,6 +32,7 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import Descriptor, OciLayout
 from tests.harness.ociserver import OciServer
 from tests.harness.registry import RegistryServer
+from tests.test_serve import Served
 
 IDENTITY = "release@example.test"
 ISSUER = "https://accounts.example.test"
@@ -206,8 +207,12 @@ def _collect(
 
 
 def _member(bundle: Path, digest: str) -> bytes:
+    return _read_member(bundle, f"images/blobs/sha256/{digest[7:]}")
+
+
+def _read_member(bundle: Path, name: str) -> bytes:
     with tarfile.open(bundle) as tar:
-        extracted = tar.extractfile(f"images/blobs/sha256/{digest[7:]}")
+        extracted = tar.extractfile(name)
         assert extracted is not None
         return extracted.read()
 
@@ -275,7 +280,16 @@ def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_sour
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
     multi = upstream.ref("signed/multi:v1")
-    bundle, manifest = _collect(tmp_path, signing_key, [multi], platforms=["linux/arm64"])
+    spec = write_spec(tmp_path / "spec.yaml", {"images": [multi], "platforms": ["linux/arm64"]})
+    bundle = tmp_path / "bundle.tar"
+    collected = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", bundle, "-q")
+    assert collected.returncode == 0, collected.stderr
+    # the mirror cannot hold what upstream signed: said once, for this image
+    assert collected.stderr.splitlines() == [
+        f"airgap: warning: {multi}: index signature cannot be verified in the mirror after "
+        "the platform filter; verify children by digest or collect without --platform"
+    ]
+    manifest = read_head(bundle).manifest
     (image,) = manifest.images
     assert image.source_digest == upstream.multi.digest
     stored = json.loads(_member(bundle, image.digest))
@@ -292,6 +306,8 @@ def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_sour
     assert skopeo.digest_of(_member(bundle, upstream.multi.digest)) == upstream.multi.digest
     verified = run_airgap("verify", bundle, "--key", signing_key.public)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    inspected = json.loads(run_airgap("inspect", bundle, "--format", "json").stdout)
+    assert inspected["images"][0]["indexSignature"]["subject"] == upstream.multi.digest
 
 
 def test_no_signatures_carries_none_and_drops_index_attestations(
@@ -447,7 +463,12 @@ def test_import_puts_them_where_cosign_and_the_referrers_tag_look(
     target = registry_factory("plain")  # Debian's docker-registry: no referrers API
     report = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
     # sig, att, sbom of the app and arm64's sig; the source index's sig has no subject there
-    assert report["attached"] == {"artifacts": 4, "skipped": 1, "referrers": "tag schema"}
+    assert report["attached"] == {
+        "artifacts": 4,
+        "skipped": 1,
+        "referrers": "tag schema",
+        "indexSignatureNotInMirror": [images[1]],
+    }
     app_hex, arm64 = upstream.app.digest[7:], upstream.children["arm64"].digest
     for artifact in manifest.artifacts:
         if artifact.via != "tag" or artifact.subject == upstream.multi.digest:
@@ -517,6 +538,31 @@ def test_import_uses_the_referrers_api_where_the_target_has_it(
         assert stored.tags[str(sig.tag)] == sig.digest  # cosign's tag, the same digest
     finally:
         server.stop()
+
+
+def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
+) -> None:
+    """Signatures, attestations and SBOMs are artifacts of the bundle: status finds them
+    where import put them (Available), and a signature whose manifest the registry lost
+    (its cosign tag still listed) is Degraded, named."""
+    image = upstream.ref("signed/app:v1")
+    bundle, manifest = _collect(tmp_path, signing_key, [image])
+    target = registry_factory("plain")
+    _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
+    args = ["status", bundle, "--key", signing_key.public, "--registry", f"{target.host}/mirror"]
+    result = run_airgap(*args, "--format", "json")
+    assert result.returncode == 0, result.stdout
+    available = json.loads(result.stdout)["conditions"][0]
+    assert available["message"] == "All 1 image and 3 artifacts present by digest"
+    sig = next(a for a in manifest.artifacts if a.kind == "signature" and a.via == "tag")
+    target.blob_path(sig.digest).unlink()
+    result = run_airgap(*args, "--format", "json")
+    assert result.returncode == 1
+    degraded = json.loads(result.stdout)["conditions"][2]
+    assert degraded["reason"] == "ArtifactsDamaged"
+    where = f"signature {image} at {target.host}/mirror/signed/app:{sig.tag}: tag {sig.tag} is"
+    assert where in degraded["message"], degraded["message"]
 
 
 def test_verify_refuses_artifact_records_that_do_not_hold(
@@ -628,7 +674,209 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
     assert manifest.artifacts and manifest.needs
     verified = run_airgap("verify", delta, "--key", signing_key.public)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    # requireSignatures: a delta made against the base's manifest alone relies on the
+    # signature the base carried, by digest; verify says so (the base checked it)
+    for name in (MANIFEST_NAME, SIGNATURE_NAME):
+        (tmp_path / name).write_bytes(_read_member(base, name))
+    thin = tmp_path / "thin.tar"
+    result = run_airgap(
+        "collect",
+        spec,
+        "--sign-key",
+        signing_key.private,
+        "-o",
+        thin,
+        "-q",
+        "--base",
+        tmp_path / MANIFEST_NAME,
+    )
+    assert result.returncode == 0, result.stderr
+    relied = read_head(thin).manifest
+    signature = next(a for a in relied.artifacts if a.kind == "signature")
+    policy = _policy(upstream, tmp_path / "policy.yaml")
+    expected = {
+        base: f"key {upstream.public_key}",
+        delta: f"key {upstream.public_key}",  # carried again: checked here
+        thin: f"signature {signature.digest} in the base bundle {relied.delta.base} "  # type: ignore[union-attr]
+        "(relied on by digest; checked when the base was verified)",
+    }
+    for bundle, detail in expected.items():
+        result = run_airgap(
+            "verify", bundle, "--key", signing_key.public, "--policy", policy, "--format", "json"
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        (rule,) = json.loads(result.stdout)["policy"]
+        assert rule["details"] == [f"{images[0]}: {detail}"]
     target = registry_factory("plain")
     _import(base, signing_key, f"{target.host}/mirror", tmp_path / "base-out")
     report = _import(delta, signing_key, f"{target.host}/mirror", tmp_path / "delta-out")
     assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "tag schema"}
+
+
+V3_TAMPERED = {
+    "wrongdigest": "the statement signs digest sha256:",
+    "badsig": "no trusted key verifies it",
+    "wrongid": "signed by other@example.test (issuer https://accounts.example.test), which no identity",
+    "badset": "signed entry timestamp does not verify",
+}
+
+
+def _v3_image(server: OciServer, up: Upstream, name: str) -> Descriptor:
+    """An image signed only the way ``name`` says, as cosign 3 signs: a Sigstore bundle
+    pushed as a referrer (the server lists it through the referrers API)."""
+    image = up.layout.add_image(["sc-base", f"sc-v3-{name}"])
+    cosign.upload(server.url, f"v3/{name}", up.layout, image, "v1")
+    keyless = {"fulcio": up.fulcio, "identity": IDENTITY, "issuer": ISSUER}
+    if name == "keyed":
+        bundle = cosign.sigstore_bundle(up.rekor, image.digest, key=up.key)  # type: ignore[arg-type]
+    elif name == "badsig":  # signed, then the statement changed
+        bundle = cosign.sigstore_bundle(up.rekor, image.digest, key=up.key)  # type: ignore[arg-type]
+        envelope = bundle["dsseEnvelope"]
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        statement["predicate"] = {"tampered": True}
+        envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    elif name == "wrongdigest":  # a genuine bundle of another image
+        bundle = cosign.sigstore_bundle(up.rekor, up.app.digest, **keyless)  # type: ignore[arg-type]
+    elif name == "wrongid":
+        bundle = cosign.sigstore_bundle(
+            up.rekor, image.digest, fulcio=up.fulcio, identity="other@example.test", issuer=ISSUER
+        )
+    else:
+        bundle = cosign.sigstore_bundle(up.rekor, image.digest, **keyless)  # type: ignore[arg-type]
+        if name == "badset":  # the entry claims another time than the log signed
+            entry = bundle["verificationMaterial"]["tlogEntries"][0]
+            entry["integratedTime"] = str(int(entry["integratedTime"]) + 1)
+    referrer = cosign.bundle_referrer(up.layout, image, bundle)
+    cosign.upload(server.url, f"v3/{name}", up.layout, referrer, referrer.digest)
+    return image
+
+
+def test_cosign3_sigstore_bundles_are_verified_offline_and_pushed_as_referrers(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
+) -> None:
+    """cosign 3's signatures (v0.3 Sigstore bundles, DSSE envelopes of cosign's signature
+    statement, as referrers) satisfy requireSignatures at collect and at verify, keyless
+    and keyed; tampered ones are named; import lists them under the referrers tag of a
+    registry without the API."""
+    server = OciServer()
+    try:
+        good = _v3_image(server, upstream, "good")
+        _v3_image(server, upstream, "keyed")
+        # an SBOM attestation in the same format is carried, but signs nothing
+        spdx = "https://spdx.dev/Document"
+        sbom = cosign.sigstore_bundle(upstream.rekor, good.digest, key=upstream.key, predicate=spdx)  # type: ignore[arg-type]
+        attestation = cosign.bundle_referrer(upstream.layout, good, sbom, spdx)
+        cosign.upload(server.url, "v3/good", upstream.layout, attestation, attestation.digest)
+        for name in V3_TAMPERED:
+            _v3_image(server, upstream, name)
+        # v0.3 bundles carry the leaf only: the trust names Fulcio's intermediate and root
+        chain = cosign.write_pem(
+            tmp_path / "fulcio-chain.pem", upstream.fulcio.chain_pem().encode()
+        )
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(
+            json.dumps(
+                {
+                    "requireSignatures": {
+                        "keys": [str(upstream.public_key)],
+                        "keyless": [{"identity": IDENTITY, "issuer": ISSUER}],
+                        "fulcioRoots": [str(chain)],
+                        "rekorKeys": [
+                            str(
+                                cosign.write_pem(
+                                    tmp_path / "rekor.pub", upstream.rekor.public_pem()
+                                )
+                            )
+                        ],
+                    }
+                }
+            )
+        )
+        names = ["good", "keyed"]
+        images = [f"{server.host}/v3/{name}:v1" for name in names]
+        # collect checks the genuine ones before it signs (the bundles read whole)
+        bundle, manifest = _collect(tmp_path, signing_key, images, "--policy", policy)
+        kinds = {(a.image, a.kind, a.via, a.artifact_type) for a in manifest.artifacts}
+        assert kinds == {
+            (images[0], "signature", "referrers", cosign.BUNDLE_V03),
+            (images[0], "attestation", "referrers", cosign.BUNDLE_V03),
+            (images[1], "signature", "referrers", cosign.BUNDLE_V03),
+        }
+        result = run_airgap(
+            "verify", bundle, "--key", signing_key.public, "--policy", policy, "--format", "json"
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        (rule,) = json.loads(result.stdout)["policy"]
+        assert sorted(rule["details"]) == [
+            f"{images[0]}: keyless {IDENTITY} ({ISSUER}) (Sigstore bundle)",
+            f"{images[1]}: key {upstream.public_key} (Sigstore bundle)",
+        ]
+        # tampered: each named with its reason
+        tampered = [f"{server.host}/v3/{name}:v1" for name in V3_TAMPERED]
+        (tmp_path / "tampered").mkdir()
+        carried, _ = _collect(tmp_path / "tampered", signing_key, tampered)
+        result = run_airgap(
+            "verify", carried, "--key", signing_key.public, "--policy", policy, "--format", "json"
+        )
+        assert result.returncode == 1
+        (rule,) = json.loads(result.stdout)["policy"]
+        offending = dict(line.split(": ", 1) for line in rule["offending"])
+        for name, reason in V3_TAMPERED.items():
+            assert reason in offending[f"{server.host}/v3/{name}:v1"], (name, offending)
+        # Debian's registry has no referrers API: import lists them under sha256-HEX
+        target = registry_factory("plain")
+        report = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
+        assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "tag schema"}
+        listing = json.loads(
+            skopeo.raw_manifest(f"mirror/v3/good:sha256-{good.digest[7:]}", registry=target)
+        )
+        listed = {m["digest"]: m["annotations"] for m in listing["manifests"]}
+        signature = next(
+            a for a in manifest.artifacts if a.image == images[0] and a.kind == "signature"
+        )
+        assert set(listed) == {signature.digest, attestation.digest}
+        assert all(m["artifactType"] == cosign.BUNDLE_V03 for m in listing["manifests"])
+        assert listed[signature.digest]["dev.sigstore.bundle.predicateType"] == cosign.COSIGN_SIGN
+    finally:
+        server.stop()
+
+
+def test_serve_answers_cosign_lookups_of_carried_artifacts(
+    tmp_path: Path, upstream: Upstream, signing_key: SigningKey
+) -> None:
+    """``airgap serve`` answers where cosign and OCI 1.1 clients look: the tags
+    ``sha256-HEX.sig|.att`` and the referrers tag ``sha256-HEX`` (serve has no referrers
+    API: its 404 sends clients to that tag)."""
+    bundle, manifest = _collect(tmp_path, signing_key, [upstream.ref("signed/app:v1")])
+    served = Served(bundle, "--key", signing_key.public)
+    try:
+        flags = ["--tls-verify=false", "--no-creds"]
+        hexdigest = upstream.app.digest[7:]
+        for artifact in manifest.artifacts:
+            if artifact.tag is None:
+                continue
+            raw = skopeo.run(
+                ["inspect", "--raw", *flags, f"docker://{served.address}/signed/app:{artifact.tag}"]
+            )
+            assert skopeo.digest_of(raw) == artifact.digest
+        listing = json.loads(
+            skopeo.run(
+                [
+                    "inspect",
+                    "--raw",
+                    *flags,
+                    f"docker://{served.address}/signed/app:sha256-{hexdigest}",
+                ]
+            )
+        )
+        assert [(m["digest"], m["artifactType"]) for m in listing["manifests"]] == [
+            (upstream.sbom.digest, SPDX)
+        ]
+        tags = json.loads(
+            skopeo.run(["list-tags", *flags, f"docker://{served.address}/signed/app"])
+        )["Tags"]
+        assert sorted(tags) == sorted(
+            ["v1", f"sha256-{hexdigest}", f"sha256-{hexdigest}.sig", f"sha256-{hexdigest}.att"]
+        )
+    finally:
+        served.stop()

@@ -15,7 +15,11 @@ cosign and OCI 1.1 clients look for it.
   are pushed with it.
 
 Something attached to the source index a platform filter rewrote has no subject in
-the target (the filtered index is a new manifest) and is not pushed.
+the target (the filtered index is a new manifest, and a registry refuses the source
+index without all its children) and is not pushed: ``cosign verify MIRROR/IMAGE:TAG``
+cannot succeed for such an image, and the report lists it
+(``attached.indexSignatureNotInMirror``); its kept children verify by digest where
+upstream signed them too (registry.k8s.io does).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from airgap.mirror.push import ImageTree, PushStats, load_tree
 from airgap.oci import OCI_INDEX, Manifest
 from airgap.reference import Reference
 from airgap.registry.client import Registry
-from airgap.supplychain.formats import Via, referrers_tag
+from airgap.supplychain.formats import Kind, Via, referrer_descriptor, referrers_tag
 from airgap.verify.bundle import VerifiedBundle
 
 
@@ -42,11 +46,19 @@ class AttachedPlan:
     trees: list[ImageTree] = field(default_factory=list)
     referrers: list[tuple[ImageTree, ArtifactRecord]] = field(default_factory=list)
     skipped: int = 0  # attached to a source index the target does not get
+    unverifiable: list[str] = field(default_factory=list)  # images signed on that index
     api: bool | None = None  # whether the target has the referrers API (None: not asked)
 
     def report(self) -> dict[str, Any]:
         api = None if self.api is None else ("api" if self.api else "tag schema")
-        return {"artifacts": len(self.trees), "skipped": self.skipped, "referrers": api}
+        report: dict[str, Any] = {
+            "artifacts": len(self.trees),
+            "skipped": self.skipped,
+            "referrers": api,
+        }
+        if self.unverifiable:
+            report["indexSignatureNotInMirror"] = self.unverifiable
+        return report
 
 
 def attached_trees(
@@ -63,6 +75,8 @@ def attached_trees(
         image = images[artifact.image]
         if artifact.subject == image.source_digest:
             plan.skipped += 1
+            if artifact.kind == Kind.SIGNATURE.value and image.reference not in plan.unverifiable:
+                plan.unverifiable.append(image.reference)
             continue
         mapping = by_reference[artifact.image]
         target = Reference(mapping.target.registry, mapping.target.repository, tag=artifact.tag)
@@ -111,31 +125,10 @@ def _update_tag(registry: Registry, repository: str, subject: str, trees: list[I
         )
     entries: list[Any] = list(current.json.get("manifests", [])) if current is not None else []
     listed = {entry.get("digest") for entry in entries if isinstance(entry, dict)}
-    added = [descriptor(tree.top) for tree in trees if tree.top.digest not in listed]
+    added = [referrer_descriptor(tree.top) for tree in trees if tree.top.digest not in listed]
     if not added:
         return False
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries + added}
     data = json.dumps(index, separators=(",", ":")).encode()
     registry.put_manifest(repository, tag, Manifest.from_bytes(data, OCI_INDEX), what=what)
     return True
-
-
-def descriptor(manifest: Manifest) -> dict[str, Any]:
-    """A referrers-list descriptor: ``artifactType`` from the manifest, else its config's
-    media type; the manifest's annotations copied (distribution spec 1.1)."""
-    document = manifest.json
-    entry: dict[str, Any] = {
-        "mediaType": manifest.media_type,
-        "digest": manifest.digest,
-        "size": manifest.size,
-    }
-    config = document.get("config")
-    artifact_type = document.get("artifactType") or (
-        config.get("mediaType") if isinstance(config, dict) else None
-    )
-    if isinstance(artifact_type, str) and artifact_type:
-        entry["artifactType"] = artifact_type
-    annotations = document.get("annotations")
-    if isinstance(annotations, dict) and annotations:
-        entry["annotations"] = annotations
-    return entry

@@ -17,18 +17,23 @@ mirror work:
 Tags come from the bundle's signed image references (a tag-only reference owns its tag
 over one pinned by digest, as import pushes them); manifests are the exact bytes the
 bundle stores, with their own media type; a repository serves the manifests and blobs
-of its images only.
+of its images only, and what upstream attached to them under the names cosign and OCI
+1.1 clients look for (``sha256-HEX.sig``, ``.att``, ``.sbom``; the referrers tag).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from airgap.bundle.format import BundleManifest, blob_member
 from airgap.mirror.mapping import host_path_element
-from airgap.oci import Manifest
+from airgap.oci import OCI_INDEX, Manifest
 from airgap.reference import Reference, parse_reference
+from airgap.supplychain.formats import Via, referrer_descriptor, referrers_tag
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,43 @@ def build_catalog(manifest: BundleManifest, read: Read, carried: set[str]) -> Ca
                 repository = _repository(catalog, reference)
                 if image.digest in repository.manifests:
                     repository.tags.setdefault(reference.tag, image.digest)
+    _attached(catalog, manifest, read, carried)
     return catalog
+
+
+def _attached(catalog: Catalog, manifest: BundleManifest, read: Read, carried: set[str]) -> None:
+    """Signatures, attestations and SBOMs next to their subjects, as import pushes them:
+    cosign's ``sha256-HEX.sig|.att|.sbom`` tags, and for referrers the referrers tag
+    ``sha256-HEX`` holding an index of their descriptors (serve has no referrers API, so
+    clients fall back to that tag, as the distribution spec tells them to). Those
+    attached to a source index a platform filter rewrote have no subject here."""
+    images = {image.reference: image for image in manifest.images}
+    listed: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for artifact in manifest.artifacts:
+        image = images.get(artifact.image)
+        if image is None or artifact.via == Via.INDEX.value:
+            continue  # an index's own attestation manifests are served as its children
+        if artifact.subject == image.source_digest:
+            continue
+        repository = _repository(catalog, parse_reference(artifact.image))
+        _walk(catalog, repository, artifact.digest, artifact.media_type, read, carried)
+        stored = catalog.manifests.get(artifact.digest)
+        if stored is None or artifact.digest not in repository.manifests:
+            continue  # a delta's: in the base
+        if artifact.tag:
+            repository.tags.setdefault(artifact.tag, artifact.digest)
+        if artifact.via == Via.REFERRERS.value:
+            entry = referrer_descriptor(Manifest.from_bytes(stored.data, stored.media_type))
+            entries = listed.setdefault((repository.full_name, artifact.subject), [])
+            if entry not in entries:
+                entries.append(entry)
+    for (name, subject), entries in listed.items():
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
+        data = json.dumps(index, separators=(",", ":")).encode()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        catalog.manifests[digest] = StoredManifest(digest, OCI_INDEX, data)
+        catalog.full[name].manifests.add(digest)
+        catalog.full[name].tags.setdefault(referrers_tag(subject), digest)
 
 
 def _repository(catalog: Catalog, reference: Reference) -> Repository:

@@ -158,10 +158,10 @@ def verify_layer(payload: bytes, annotations: dict[str, str], subject: str, trus
     encoded = annotations.get(SIGNATURE_ANNOTATION)
     if not encoded:
         raise Rejected("the layer has no signature annotation")
-    signature = _b64(encoded, "the signature annotation")
+    signature = b64decode(encoded, "the signature annotation")
     reasons: list[str] = []
     for named in trust.keys:
-        if _verifies(named.key, signature, payload):
+        if verifies(named.key, signature, payload):
             _check_keyed_bundle(annotations, payload, encoded, named.key, trust)
             return f"key {named.name}"
     if CERTIFICATE_ANNOTATION in annotations and trust.identities:
@@ -185,7 +185,7 @@ def _check_claims(payload: bytes, subject: str) -> None:
         raise Rejected(f"the payload signs digest {shown[:80]}, not {subject}")
 
 
-def _verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
+def verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
     try:
         if isinstance(key, ec.EllipticCurvePublicKey):
             key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
@@ -198,7 +198,7 @@ def _verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
     return True
 
 
-def _b64(text: str, what: str) -> bytes:
+def b64decode(text: str, what: str) -> bytes:
     try:
         return base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
@@ -214,6 +214,24 @@ def _keyless(
     leaf = _certificate(annotations[CERTIFICATE_ANNOTATION], "the certificate annotation")
     chain_text = annotations.get(CHAIN_ANNOTATION, "")
     intermediates = _certificates(chain_text, "the chain annotation") if chain_text else []
+    path, names, issuer = keyless_signer(leaf, intermediates, trust)
+    if BUNDLE_ANNOTATION not in annotations:
+        raise Rejected("no Rekor bundle: a keyless signature cannot be dated offline")
+    leaf_der = leaf.public_bytes(serialization.Encoding.DER)
+    integrated = _check_bundle(annotations[BUNDLE_ANNOTATION], payload, encoded, leaf_der, trust)
+    check_validity(path, integrated)
+    if not verifies(certificate_key(leaf), signature, payload):
+        raise Rejected("the signature does not verify with its certificate's key")
+    return f"keyless {names[0]} ({issuer})"
+
+
+def keyless_signer(
+    leaf: x509.Certificate, intermediates: list[x509.Certificate], trust: Trust
+) -> tuple[list[x509.Certificate], list[str], str]:
+    """The path from a keyless signature's certificate to a trusted Fulcio root, its
+    subject alternative names and OIDC issuer, or Rejected when no path leads to a
+    trusted root or no identity of the policy matches (cosign's TrustedCert and
+    CheckCertificatePolicy)."""
     if not trust.roots:
         raise Rejected("no Fulcio root to check its certificate against")
     path = _chain(leaf, intermediates, trust.roots)
@@ -223,24 +241,35 @@ def _keyless(
             f"signed by {', '.join(names) or 'no identity'} (issuer {issuer or 'none'}), "
             "which no identity of the policy matches"
         )
-    if BUNDLE_ANNOTATION not in annotations:
-        raise Rejected("no Rekor bundle: a keyless signature cannot be dated offline")
-    leaf_der = leaf.public_bytes(serialization.Encoding.DER)
-    integrated = _check_bundle(annotations[BUNDLE_ANNOTATION], payload, encoded, leaf_der, trust)
+    return path, names, issuer
+
+
+def check_validity(path: list[x509.Certificate], integrated: datetime) -> None:
+    """Every certificate of the path was valid when the log integrated the entry
+    (cosign's CheckExpiry, at the log's time rather than now)."""
     for certificate in path:
         if not certificate.not_valid_before_utc <= integrated <= certificate.not_valid_after_utc:
             raise Rejected(
                 f"certificate {certificate.subject.rfc4514_string() or 'leaf'} was not valid "
                 f"when the signature was logged ({integrated:%Y-%m-%dT%H:%M:%SZ})"
             )
-    public = leaf.public_key()
+
+
+def certificate_key(certificate: x509.Certificate) -> PublicKey:
+    """The certificate's public key, of a type signatures are checked with."""
+    public = certificate.public_key()
     if not isinstance(
         public, ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
     ):
         raise Rejected("the certificate's key type is not supported")
-    if not _verifies(public, signature, payload):
-        raise Rejected("the signature does not verify with its certificate's key")
-    return f"keyless {names[0]} ({issuer})"
+    return public
+
+
+def key_der(key: PublicKey) -> bytes:
+    """A public key's DER SubjectPublicKeyInfo (what a Rekor entry logs, in PEM)."""
+    return key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 def _certificate(text: str, what: str) -> x509.Certificate:
@@ -375,10 +404,7 @@ def _check_keyed_bundle(
     that does not match its signature is tampering, whatever the key says)."""
     if BUNDLE_ANNOTATION not in annotations or not trust.rekor_keys:
         return
-    der = key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    _check_bundle(annotations[BUNDLE_ANNOTATION], payload, encoded, der, trust)
+    _check_bundle(annotations[BUNDLE_ANNOTATION], payload, encoded, key_der(key), trust)
 
 
 def _check_bundle(
@@ -389,12 +415,23 @@ def _check_bundle(
         document = jsonsafe.Fields(
             jsonsafe.loads(text, "bundle", max_bytes=MAX_SIGNATURE_PAYLOAD_BYTES), "bundle"
         )
-        timestamp = _b64(document.text("SignedEntryTimestamp"), "the signed entry timestamp")
+        timestamp = b64decode(document.text("SignedEntryTimestamp"), "the signed entry timestamp")
         entry = document.obj("Payload")
         body, log_id = entry.text("body"), entry.text("logID")
         integrated, index = entry.integer("integratedTime"), entry.integer("logIndex")
     except jsonsafe.JSONShapeError as exc:
         raise Rejected(f"the Rekor bundle is malformed ({exc})") from None
+    integrated_at = verify_set(timestamp, body, integrated, index, log_id, trust)
+    _check_entry(b64decode(body, "the Rekor entry"), payload, encoded, public_der)
+    return integrated_at
+
+
+def verify_set(
+    timestamp: bytes, body: str, integrated: int, index: int, log_id: str, trust: Trust
+) -> datetime:
+    """Check a Rekor signed entry timestamp: the log's ECDSA signature over the RFC 8785
+    canonical JSON of ``{body, integratedTime, logIndex, logID}`` (``body`` base64, ``logID``
+    hex), the key found by ``logID``; the integrated time it vouches for."""
     if not _B64_RE.match(body) or not _HEX_RE.match(log_id):
         raise Rejected("the Rekor bundle's body or log ID is malformed")
     key = trust.rekor_key(log_id)
@@ -410,40 +447,75 @@ def _check_bundle(
         key.verify(timestamp, canonical, ec.ECDSA(hashes.SHA256()))
     except InvalidSignature:
         raise Rejected("the Rekor bundle's signed entry timestamp does not verify") from None
-    _check_entry(_b64(body, "the Rekor entry"), payload, encoded, public_der)
     try:
         return datetime.fromtimestamp(integrated, tz=UTC)
     except (OverflowError, OSError, ValueError):
         raise Rejected("the Rekor bundle's integrated time is out of range") from None
 
 
-def _check_entry(body: bytes, payload: bytes, encoded: str, public_der: bytes) -> None:
-    """The logged entry is this signature, by this key or certificate, over this payload
-    (cosign's compareSigs, comparePublicKey and bundleHash)."""
+@dataclass(frozen=True)
+class LoggedEntry:
+    """What a Rekor entry body says was logged: its kind, the one signature, the key or
+    certificate (DER) that verifies it, and the hash of what was signed (hashedrekord:
+    the signed data; dsse: the envelope's payload)."""
+
+    kind: str
+    signature: bytes
+    public_der: bytes | None
+    algorithm: str
+    value: str
+
+
+def parse_entry(body: bytes) -> LoggedEntry:
+    """A ``hashedrekord`` (or ``rekord``) or ``dsse`` v0.0.1 entry body, as Rekor logs it
+    (sigstore/rekor ``pkg/types``); Rejected for anything else."""
     try:
         entry = jsonsafe.Fields(
             jsonsafe.loads(body, "entry", max_bytes=MAX_SIGNATURE_PAYLOAD_BYTES), "entry"
         )
         kind = entry.text("kind")
         spec = entry.obj("spec")
-        if kind not in ("hashedrekord", "rekord"):
-            raise Rejected(f"the Rekor entry is a {kind[:40]!r}, not a hashedrekord")
-        signature = spec.obj("signature")
-        logged_signature = signature.text("content")
-        logged_key = signature.obj("publicKey").text("content")
-        digest = spec.obj("data").obj("hash")
+        if kind in ("hashedrekord", "rekord"):
+            signature = spec.obj("signature")
+            logged_signature = signature.text("content")
+            logged_key = signature.obj("publicKey").text("content")
+            digest = spec.obj("data").obj("hash")
+        elif kind == "dsse":
+            signatures = spec.objects("signatures")
+            if len(signatures) != 1:
+                raise Rejected(f"the Rekor entry logs {len(signatures)} signatures, not one")
+            logged_signature = signatures[0].text("signature")
+            logged_key = signatures[0].text("verifier")
+            digest = spec.obj("payloadHash")
+        else:
+            raise Rejected(f"the Rekor entry is a {kind[:40]!r}, not a hashedrekord or dsse")
         algorithm, value = digest.text("algorithm"), digest.text("value")
     except jsonsafe.JSONShapeError as exc:
         raise Rejected(f"the Rekor entry is malformed ({exc})") from None
-    if logged_signature != encoded:
+    return LoggedEntry(
+        kind,
+        b64decode(logged_signature, "the Rekor entry's signature"),
+        pem_der(b64decode(logged_key, "the Rekor entry's public key")),
+        algorithm,
+        value,
+    )
+
+
+def _check_entry(body: bytes, payload: bytes, encoded: str, public_der: bytes) -> None:
+    """The logged entry is this signature, by this key or certificate, over this payload
+    (cosign's compareSigs, comparePublicKey and bundleHash)."""
+    logged = parse_entry(body)
+    if logged.kind == "dsse":
+        raise Rejected("the Rekor entry is a 'dsse', not a hashedrekord")
+    if logged.signature != b64decode(encoded, "the signature annotation"):
         raise Rejected("the Rekor entry logs another signature")
-    if _pem_der(_b64(logged_key, "the Rekor entry's public key")) != public_der:
+    if logged.public_der != public_der:
         raise Rejected("the Rekor entry logs another key or certificate")
-    if algorithm != "sha256" or value != hashlib.sha256(payload).hexdigest():
+    if logged.algorithm != "sha256" or logged.value != hashlib.sha256(payload).hexdigest():
         raise Rejected("the Rekor entry logs another payload")
 
 
-def _pem_der(pem: bytes) -> bytes | None:
+def pem_der(pem: bytes) -> bytes | None:
     """The DER bytes of the one PEM block in ``pem``."""
     blocks = list(pem_blocks(pem))
     if len(blocks) != 1:

@@ -11,9 +11,9 @@ distribution spec put them:
 
 buildx attestation manifests inside an index need no request: they are children the
 image already carries, linked to their subject by annotations. Everything is fetched as
-exact bytes; signature payloads (a few hundred bytes each) are fetched whole so that
-collect can verify signatures before it signs the bundle, everything else is streamed
-into the bundle with the image's layers.
+exact bytes; signature payloads and Sigstore bundles (a few kilobytes each) are fetched
+whole so that collect can verify signatures before it signs the bundle, everything else
+is streamed into the bundle with the image's layers.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from airgap.oci import Descriptor, Manifest, attestation_subject
 from airgap.parallel import run_parallel
 from airgap.registry.client import Registry
 from airgap.supplychain.formats import (
-    SIMPLE_SIGNING,
     TAG_KINDS,
     Kind,
     Via,
     classify,
     cosign_tag,
+    is_signature_layer,
     referrers_tag,
 )
 
@@ -146,7 +146,7 @@ def _complete(subject: Subject, attached: Attached) -> Attached:
             f"more than the {MAX_SIGNATURE_LAYERS} airgap reads"
         )
     for layer in layers:
-        if layer.media_type == SIMPLE_SIGNING and layer.size <= MAX_SIGNATURE_PAYLOAD_BYTES:
+        if is_signature_layer(layer.media_type) and layer.size <= MAX_SIGNATURE_PAYLOAD_BYTES:
             attached.payloads[layer.digest] = subject.registry.fetch_small_blob(
                 subject.repository, layer.digest, layer.size, what=subject.what
             )

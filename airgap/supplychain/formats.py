@@ -8,7 +8,10 @@ Checked against upstream sources:
   ``subject`` whose config media type (its artifact type) is
   ``application/vnd.dev.cosign.artifact.sig.v1+json``, and cosign 3 pushes Sigstore
   bundles (``application/vnd.dev.sigstore.bundle.v0.3+json``, annotation
-  ``dev.sigstore.bundle.content: dsse-envelope`` for attestations).
+  ``dev.sigstore.bundle.content: dsse-envelope``, and ``dev.sigstore.bundle.predicateType``
+  naming the statement's predicate: ``https://sigstore.dev/cosign/sign/v1`` for what
+  ``cosign sign`` writes, a signature, anything else an attestation;
+  ``pkg/oci/remote/write.go`` ``WriteAttestationNewBundleFormat``).
 - cosign ``pkg/oci/static``: a signature layer is the simple-signing payload
   (``application/vnd.dev.cosign.simplesigning.v1+json``) with the base64 signature in
   annotation ``dev.cosignproject.cosign/signature``; keyless ones add
@@ -24,8 +27,10 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Any
 
 from airgap.names import digest_problem
+from airgap.oci import Manifest
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
@@ -36,6 +41,8 @@ COSIGN_SIGNATURE_TYPE = "cosign container image signature"
 COSIGN_SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"
 SIGSTORE_BUNDLE_PREFIX = "application/vnd.dev.sigstore.bundle"
 SIGSTORE_BUNDLE_CONTENT = "dev.sigstore.bundle.content"
+SIGSTORE_BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
+COSIGN_SIGN_PREDICATE = "https://sigstore.dev/cosign/sign/v1"
 OCI_EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
 
 
@@ -90,12 +97,19 @@ def parse_tag(tag: str) -> tuple[str, Kind | None] | None:
     return f"sha256:{match.group(1)}", TAG_KINDS[suffix] if suffix else None
 
 
+def is_signature_layer(media_type: str) -> bool:
+    """A layer verify reads whole: a simple-signing payload or a Sigstore bundle."""
+    return media_type == SIMPLE_SIGNING or media_type.lower().startswith(SIGSTORE_BUNDLE_PREFIX)
+
+
 def classify(artifact_type: str | None, annotations: dict[str, str]) -> Kind:
     """The kind of a referrer from its artifact type (or config media type)."""
     kind = (artifact_type or "").lower()
     if kind.startswith(SIGSTORE_BUNDLE_PREFIX):
+        # cosign 3 ``sign`` writes a DSSE envelope too, its predicate cosign's own
         dsse = annotations.get(SIGSTORE_BUNDLE_CONTENT) == "dsse-envelope"
-        return Kind.ATTESTATION if dsse else Kind.SIGNATURE
+        signs = annotations.get(SIGSTORE_BUNDLE_PREDICATE) == COSIGN_SIGN_PREDICATE
+        return Kind.ATTESTATION if dsse and not signs else Kind.SIGNATURE
     if kind.startswith("application/vnd.dev.cosign.artifact."):
         suffix = kind.removeprefix("application/vnd.dev.cosign.artifact.").split(".", 1)[0]
         return TAG_KINDS.get(suffix, Kind.OTHER)
@@ -106,3 +120,24 @@ def classify(artifact_type: str | None, annotations: dict[str, str]) -> Kind:
     if "spdx" in kind or "cyclonedx" in kind or "sbom" in kind or "syft" in kind:
         return Kind.SBOM
     return Kind.OTHER
+
+
+def referrer_descriptor(manifest: Manifest) -> dict[str, Any]:
+    """A referrers-list descriptor: ``artifactType`` from the manifest, else its config's
+    media type; the manifest's annotations copied (distribution spec 1.1)."""
+    document = manifest.json
+    entry: dict[str, Any] = {
+        "mediaType": manifest.media_type,
+        "digest": manifest.digest,
+        "size": manifest.size,
+    }
+    config = document.get("config")
+    artifact_type = document.get("artifactType") or (
+        config.get("mediaType") if isinstance(config, dict) else None
+    )
+    if isinstance(artifact_type, str) and artifact_type:
+        entry["artifactType"] = artifact_type
+    annotations = document.get("annotations")
+    if isinstance(annotations, dict) and annotations:
+        entry["annotations"] = annotations
+    return entry

@@ -93,6 +93,7 @@ class Report:
 def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
     """Providers and images as ``inspect --format json`` and the verify report show them."""
     attached = _attached_by_image(manifest)
+    signed_sources = {image.reference for image in filtered_signed_indexes(manifest)}
     return {
         "formatVersion": manifest.format_version,
         "created": manifest.created,
@@ -131,11 +132,38 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "size": i.size,
                 **({"keptWhole": i.kept_whole} if i.kept_whole else {}),
                 **({"attached": attached[i.reference]} if i.reference in attached else {}),
+                **_index_signature(i, signed_sources),
             }
             for i in manifest.images
         ],
         **({"delta": delta_json(manifest)} if manifest.delta is not None else {}),
     }
+
+
+INDEX_SIGNATURE_NOTE = (
+    "index signature cannot be verified in the mirror after the platform filter; "
+    "verify children by digest or collect without --platform"
+)
+
+
+def filtered_signed_indexes(manifest: BundleManifest) -> list[ImageRecord]:
+    """Images whose upstream index is signed but was rewritten by the platform filter.
+    The signature covers the source index's bytes, which the bundle carries (verify
+    checks it there) but the mirror cannot hold (a registry refuses an index whose
+    children are missing), so ``cosign verify MIRROR/IMAGE:TAG`` cannot succeed for
+    them; the kept children, signed by digest, still verify."""
+    signed = {(a.image, a.subject) for a in manifest.artifacts if a.kind == "signature"}
+    return [
+        image
+        for image in manifest.images
+        if image.source_digest and (image.reference, image.source_digest) in signed
+    ]
+
+
+def _index_signature(image: ImageRecord, signed: set[str]) -> dict[str, Any]:
+    if image.reference not in signed:
+        return {}
+    return {"indexSignature": {"subject": image.source_digest, "mirror": INDEX_SIGNATURE_NOTE}}
 
 
 def delta_json(manifest: BundleManifest) -> dict[str, Any]:

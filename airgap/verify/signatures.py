@@ -3,7 +3,8 @@ signature, checked offline from the bundle's own bytes.
 
 The same function runs in ``collect`` (over what it is about to write, before it signs
 the bundle) and in ``verify``/``import`` (over the verified members). An image passes
-with one signature that verifies (``airgap.supplychain.cosign``) over its own digest,
+with one signature that verifies over its own digest (a cosign signature layer,
+``airgap.supplychain.cosign``, or a cosign 3 Sigstore bundle, ``airgap.supplychain.sigstore``),
 or over the source index a platform filter rewrote when the bundle carries that index
 and the stored index keeps only entries of it (digest, size and media type alike): a
 signed index vouches for every manifest it names. Trust material comes from the policy,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -33,9 +35,16 @@ from airgap.supplychain.cosign import (
     load_public_keys,
     verify_layer,
 )
-from airgap.supplychain.formats import SIGNATURE_ANNOTATION, SIMPLE_SIGNING, Kind
+from airgap.supplychain.formats import (
+    SIGNATURE_ANNOTATION,
+    SIGSTORE_BUNDLE_PREFIX,
+    SIMPLE_SIGNING,
+    Kind,
+)
+from airgap.supplychain.sigstore import verify_bundle
 
 ReadMember = Callable[[str], bytes]
+Check = Callable[[str, Trust], str]  # (subject, trust) -> who signed, or Rejected
 _UNREADABLE = (AirgapError, KeyError, ValueError, OSError)
 
 
@@ -116,8 +125,9 @@ def _carried(manifest: BundleManifest, read: ReadMember, kind: str) -> bytes | N
 
 
 def _verdict(image: ImageRecord, manifest: BundleManifest, read: ReadMember, trust: Trust) -> str:
+    needs = set(image.needs)
     subjects = {image.digest: "image"}
-    if image.source_digest and _source_covers(image, read):
+    if image.source_digest and _source_covers(image, read, needs):
         subjects[image.source_digest] = "source index"
     signatures = [
         a
@@ -128,38 +138,78 @@ def _verdict(image: ImageRecord, manifest: BundleManifest, read: ReadMember, tru
         where = " or ".join(f"{what} {digest}" for digest, what in subjects.items())
         raise Rejected(f"no signature on {where}")
     reasons: list[str] = []
+    relied: list[str] = []
     for artifact in signatures:
-        for payload, notes in _layers(artifact, read):
+        checks, in_base = _checks(artifact, read, needs)
+        if in_base:
+            relied.append(artifact.digest)
+        for check in checks:
             try:
-                who = verify_layer(payload, notes, artifact.subject, trust)
+                who = check(artifact.subject, trust)
             except Rejected as exc:
                 reasons.append(str(exc))
                 continue
             on = subjects[artifact.subject]
             return who if on == "image" else f"{who}, on the {on} {artifact.subject}"
+    if relied:
+        return _in_base(manifest, relied)
     if not reasons:
-        raise Rejected("its signature manifests hold no cosign signature layer")
+        raise Rejected("its signature manifests hold no cosign signature layer or Sigstore bundle")
     unique = list(dict.fromkeys(reasons))
     more = f" (and {len(unique) - 1} more)" if len(unique) > 1 else ""
     raise Rejected(f"no valid signature: {unique[0]}{more}")
 
 
-def _layers(artifact: ArtifactRecord, read: ReadMember) -> list[tuple[bytes, dict[str, str]]]:
-    """The cosign signature layers of a signature manifest: payload and annotations."""
+def _in_base(manifest: BundleManifest, relied: list[str]) -> str:
+    """A delta relies on its base for signatures the base carried: the signed manifest
+    names them by digest (``delta.needs``), and the base's own verify checked their
+    bytes. Made from a have-list alone, no bundle airgap verified holds them: refused."""
+    base = manifest.delta.base if manifest.delta is not None else None
+    shown = ", ".join(relied[:3]) + (f" and {len(relied) - 3} more" if len(relied) > 3 else "")
+    if base is None:
+        raise Rejected(
+            f"its signature {shown} is not in this delta (the have-list says the target holds "
+            "it), so it cannot be checked offline: collect with --base, or without --have"
+        )
+    return (
+        f"signature {shown} in the base bundle {base} (relied on by digest; checked when "
+        "the base was verified)"
+    )
+
+
+def _checks(
+    artifact: ArtifactRecord, read: ReadMember, needs: set[str]
+) -> tuple[list[Check], bool]:
+    """One check per signature a signature manifest holds: a cosign signature layer
+    (payload and annotations) or a Sigstore bundle layer (cosign 3); and whether some of
+    it is not here but relied on (a delta's need, in its base)."""
     manifest = _manifest(artifact.digest, artifact.media_type, read)
-    if manifest is None or manifest.is_index:
-        return []
-    found = []
+    if manifest is None:
+        return [], artifact.digest in needs
+    if manifest.is_index:
+        return [], False
+    found: list[Check] = []
+    relied = False
     for layer in manifest.blobs():
-        if layer.media_type != SIMPLE_SIGNING or SIGNATURE_ANNOTATION not in layer.annotations:
+        simple = layer.media_type == SIMPLE_SIGNING and SIGNATURE_ANNOTATION in layer.annotations
+        bundle = layer.media_type.lower().startswith(SIGSTORE_BUNDLE_PREFIX)
+        if not (simple or bundle):
             continue
         if layer.size > MAX_SIGNATURE_PAYLOAD_BYTES:
             raise Rejected(f"signature payload {layer.digest} is implausibly large")
         try:
-            found.append((read(blob_member(layer.digest)), layer.annotations))
+            data = read(blob_member(layer.digest))
         except _UNREADABLE as exc:
+            if layer.digest in needs:
+                relied = True
+                continue
             raise Rejected(f"signature payload {layer.digest} cannot be read: {exc}") from None
-    return found
+        found.append(
+            partial(verify_layer, data, layer.annotations)
+            if simple
+            else partial(verify_bundle, data)
+        )
+    return found, relied
 
 
 def _manifest(digest: str, media_type: str | None, read: ReadMember) -> Manifest | None:
@@ -175,11 +225,14 @@ def _manifest(digest: str, media_type: str | None, read: ReadMember) -> Manifest
     return manifest
 
 
-def _source_covers(image: ImageRecord, read: ReadMember) -> bool:
-    """The stored index only drops entries of the source index it was filtered from."""
+def _source_covers(image: ImageRecord, read: ReadMember, needs: set[str]) -> bool:
+    """The stored index only drops entries of the source index it was filtered from (a
+    delta relying on both found so when its base was verified)."""
     assert image.source_digest is not None
     source = _manifest(image.source_digest, None, read)
     stored = _manifest(image.digest, image.media_type, read)
+    if source is None and stored is None:
+        return {image.source_digest, image.digest} <= needs
     if source is None or stored is None or not (source.is_index and stored.is_index):
         return False
     have = {(c.digest, c.size, c.media_type) for c in source.children()}

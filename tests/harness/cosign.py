@@ -211,19 +211,24 @@ class Rekor:
                 },
             },
         }
+        entry, promise = self.log(json.dumps(body, separators=(",", ":")).encode(), at=at)
+        return json.dumps(
+            {"SignedEntryTimestamp": base64.b64encode(promise).decode(), "Payload": entry},
+            separators=(",", ":"),
+        )
+
+    def log(self, body: bytes, *, at: datetime) -> tuple[dict[str, Any], bytes]:
+        """Log an entry body: ``{body, integratedTime, logIndex, logID}`` and the signed
+        entry timestamp over its RFC 8785 canonical JSON."""
         self.log_index += 1
         entry = {
-            "body": base64.b64encode(json.dumps(body, separators=(",", ":")).encode()).decode(),
+            "body": base64.b64encode(body).decode(),
             "integratedTime": int(at.timestamp()),
             "logIndex": self.log_index,
             "logID": self.log_id,
         }
         canonical = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
-        set_signature = self.key.sign(canonical, ec.ECDSA(hashes.SHA256()))
-        return json.dumps(
-            {"SignedEntryTimestamp": base64.b64encode(set_signature).decode(), "Payload": entry},
-            separators=(",", ":"),
-        )
+        return entry, self.key.sign(canonical, ec.ECDSA(hashes.SHA256()))
 
 
 @dataclass(frozen=True)
@@ -464,3 +469,98 @@ def dsse_manifest(layout: OciLayout, digest: str) -> Descriptor:
         "layers": [layer.to_json()],
     }
     return layout.write_blob(json.dumps(manifest, separators=(",", ":")).encode(), OCI_MANIFEST)
+
+
+# -- cosign 3: Sigstore bundles as OCI referrers ---------------------------------------
+
+BUNDLE_V03 = "application/vnd.dev.sigstore.bundle.v0.3+json"
+COSIGN_SIGN = "https://sigstore.dev/cosign/sign/v1"
+IN_TOTO = "application/vnd.in-toto+json"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def sigstore_bundle(
+    rekor: Rekor,
+    digest: str,
+    *,
+    key: ec.EllipticCurvePrivateKey | None = None,
+    fulcio: Fulcio | None = None,
+    identity: str = "",
+    issuer: str = "",
+    predicate: str = COSIGN_SIGN,
+) -> dict[str, Any]:
+    """What ``cosign sign`` (v3) writes for ``digest``: a v0.3 bundle holding a DSSE
+    envelope of an in-toto statement (cosign's signature predicate), its certificate
+    (keyless, a Fulcio leaf; else a public key hint) and a ``dsse`` Rekor entry with its
+    inclusion promise. Returned as a document for tests to tamper with."""
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"digest": {"sha256": digest.removeprefix("sha256:")}}],
+        "predicateType": predicate,
+        "predicate": {},
+    }
+    payload = json.dumps(statement, separators=(",", ":")).encode()
+    pae = b"DSSEv1 %d %s %d %s" % (len(IN_TOTO), IN_TOTO.encode(), len(payload), payload)
+    material: dict[str, Any]
+    if fulcio is not None:
+        key = new_key()
+        leaf = fulcio.issue(key, identity, issuer)
+        verifier = leaf.public_bytes(serialization.Encoding.PEM)
+        material = {
+            "certificate": {"rawBytes": _b64(leaf.public_bytes(serialization.Encoding.DER))}
+        }
+    else:
+        assert key is not None
+        verifier = pem_public(key)
+        material = {"publicKey": {"hint": _b64(hashlib.sha256(verifier).digest())}}
+    signature = key.sign(pae, ec.ECDSA(hashes.SHA256()))
+    envelope = {
+        "payload": _b64(payload),
+        "payloadType": IN_TOTO,
+        "signatures": [{"sig": _b64(signature)}],
+    }
+    body = {
+        "apiVersion": "0.0.1",
+        "kind": "dsse",
+        "spec": {
+            "envelopeHash": {
+                "algorithm": "sha256",
+                "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest(),
+            },
+            "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
+            "signatures": [{"signature": _b64(signature), "verifier": _b64(verifier)}],
+        },
+    }
+    entry, promise = rekor.log(
+        json.dumps(body, separators=(",", ":")).encode(), at=SIGNED_AT + timedelta(minutes=1)
+    )
+    tlog = {
+        "logIndex": str(entry["logIndex"]),
+        "logId": {"keyId": _b64(bytes.fromhex(rekor.log_id))},
+        "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+        "integratedTime": str(entry["integratedTime"]),
+        "inclusionPromise": {"signedEntryTimestamp": _b64(promise)},
+        "canonicalizedBody": entry["body"],
+    }
+    return {
+        "mediaType": BUNDLE_V03,
+        "verificationMaterial": {**material, "tlogEntries": [tlog]},
+        "dsseEnvelope": envelope,
+    }
+
+
+def bundle_referrer(
+    layout: OciLayout, subject: Descriptor, bundle: dict[str, Any], predicate: str = COSIGN_SIGN
+) -> Descriptor:
+    """The referrer cosign 3 pushes: artifact type and one layer the v0.3 bundle, the
+    annotations ``WriteAttestationNewBundleFormat`` sets."""
+    annotations = {
+        "dev.sigstore.bundle.content": "dsse-envelope",
+        "dev.sigstore.bundle.predicateType": predicate,
+        "org.opencontainers.image.created": "2024-05-01T12:01:00Z",
+    }
+    data = json.dumps(bundle, separators=(",", ":")).encode()
+    return referrer_manifest(layout, subject, BUNDLE_V03, data, BUNDLE_V03, annotations)
