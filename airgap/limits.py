@@ -59,6 +59,8 @@ MAX_CHART_UNPACKED_BYTES = 100 * MiB
 MAX_CHART_FILE_BYTES = 5 * MiB
 # Members of a chart package (Helm has no cap; real charts have tens to hundreds).
 MAX_CHART_MEMBERS = 10_000
+# A chart's .prov: Chart.yaml, one digest and a signature (real ones are a few KiB).
+MAX_PROVENANCE_BYTES = 1 * MiB
 
 # -- HTTP bodies ---------------------------------------------------------------------------
 # One page of the GitHub releases API (100 releases with notes and asset lists).

@@ -10,14 +10,18 @@ and finds the package byte-equal under Helm's media types.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
 import json
+import subprocess
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonschema
 import oras.provider
 import pytest
 import yaml
@@ -27,16 +31,27 @@ from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
 from airgap.content.helmoci import helm_config
 from airgap.content.kinds import ChartLocation, ContentKind
-from airgap.errors import InputError, NotFoundError
+from airgap.content.openpgp import read_keyring
+from airgap.content.provenance import PROVENANCE_NOTE, check_provenance
+from airgap.errors import AirgapError, DigestMismatchError, InputError, NotFoundError
 from airgap.oci import sha256_digest
 from airgap.reference import parse_reference
-from tests.harness import skopeo
+from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.helmprov import (
+    export_public_key,
+    gnupg_home,
+    message_block,
+    sign_provenance,
+)
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer
 from tests.harness.specs import assert_spec_error, spec_of
+
+# the HelmChartProxy CRD of the Cluster API Helm addon provider (tests/schemas/extract_hcp.py)
+HCP_SCHEMA = Path(__file__).parent / "schemas" / "helmchartproxy-v1alpha1.json"
 
 
 def package(top: str, files: dict[str, str | bytes]) -> bytes:
@@ -118,6 +133,11 @@ def test_spec_reads_charts(tmp_path: Path) -> None:
         ("charts:\n  - {oci: 'https://x/a', version: 1.0.0}\n", 2, "invalid OCI chart"),
         ("charts:\n  - {oci: 'oci://x/a', version: ^1.0}\n", 2, "needs an exact version"),
         ("charts:\n  - {oci: 'oci://x/a', version: 1.0.0, caFile: ca.pem}\n", 2, "registries:"),
+        (
+            "charts:\n  - {repo: 'https://x/', name: a, version: 1.0.0, caFile: no.pem}\n",
+            2,
+            "charts[0].caFile: CA file",  # checked now, like a registry's caFile
+        ),
         (
             "charts:\n  - {repo: 'https://x/', name: a, version: '>=one'}\n",
             2,
@@ -299,6 +319,35 @@ def oras_registry() -> oras.provider.Registry:
     return oras.provider.Registry(insecure=True)
 
 
+def push_chart(directory: Path, repository: str, data: bytes) -> None:
+    """Push a chart package as ``helm push`` does, with the PyPI ``oras`` client: tag
+    = version with ``+`` written ``_``, config = Chart.yaml as JSON."""
+    chart = read_chart(data, "test chart")
+    tag = chart.version.replace("+", "_")
+    (directory / f"{tag}.tgz").write_bytes(data)
+    (directory / f"{tag}.json").write_bytes(helm_config(chart.metadata))
+    response = oras_registry().push(
+        f"{repository}:{tag}",
+        files=[f"{directory / f'{tag}.tgz'}:{HELM_CHART}"],
+        manifest_config=f"{directory / f'{tag}.json'}:{HELM_CONFIG}",
+        disable_path_validation=True,
+        quiet=True,
+    )
+    assert response.status_code in (200, 201), response.text
+
+
+@pytest.fixture(scope="module")
+def gnupg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A GnuPG home with a signing key, for .prov files as helm package --sign makes."""
+    with gnupg_home(tmp_path_factory.mktemp("gnupg")) as home:
+        yield home
+
+
+# what helm package --sign puts above the '...' line: Chart.yaml, here with a list,
+# which GnuPG dash-escapes ("- - name: lib")
+WEB_PROV_CHART = "apiVersion: v2\nname: web\nversion: 1.2.0\ndependencies:\n- name: lib\n"
+
+
 @pytest.fixture(scope="module")
 def chart_bundle(
     tmp_path_factory: pytest.TempPathFactory,
@@ -306,6 +355,7 @@ def chart_bundle(
     source_images: dict[str, TestImage],
     plain_registry: RegistryServer,
     signing_key: SigningKey,
+    gnupg: Path,
 ) -> ChartBundle:
     directory = tmp_path_factory.mktemp("charts")
     images = Images(
@@ -317,7 +367,7 @@ def chart_bundle(
     repo = release_server.plain_url("helm-repo") + "/"
     web = web_chart(images, repo=repo)
     libs = {v: lib_chart(v) for v in ("1.0.0", "1.1.0", "2.0.0")}
-    prov = b"-----BEGIN PGP SIGNED MESSAGE-----\nnot checked by airgap\n"
+    prov = sign_provenance(gnupg, WEB_PROV_CHART, "web-1.2.0.tgz", web)
     release_server.add_plain("helm-repo/web-1.2.0.tgz", web)
     release_server.add_plain("helm-repo/web-1.2.0.tgz.prov", prov)
     entries: dict[str, list[dict[str, object]]] = {"web": [], "lib": []}
@@ -346,18 +396,7 @@ def chart_bundle(
             "values.yaml": f"controller:\n  image: {images.sidecar}\n",
         },
     )
-    (directory / "ocichart.tgz").write_bytes(oci_chart)
-    (directory / "config.json").write_bytes(
-        helm_config({"name": "ocichart", "version": "0.3.0+build.1", "apiVersion": "v2"})
-    )
-    response = oras_registry().push(
-        f"{plain_registry.host}/helm/ocichart:0.3.0_build.1",
-        files=[f"{directory / 'ocichart.tgz'}:{HELM_CHART}"],
-        manifest_config=f"{directory / 'config.json'}:{HELM_CONFIG}",
-        disable_path_validation=True,
-        quiet=True,
-    )
-    assert response.status_code in (200, 201), response.text
+    push_chart(directory, f"{plain_registry.host}/helm/ocichart", oci_chart)
     spec = directory / "spec.yaml"
     spec.write_text(
         yaml.safe_dump(
@@ -419,8 +458,13 @@ def test_collect_carries_charts_byte_for_byte(
     assert "templates/deployment.yaml:10:" in warning and ".Values.exporter" in warning
     assert "Unresolved images" in result.stdout and ".Values.exporter" in result.stdout
     assert "warnings" not in oci  # absent when there is none
+    # the .prov's package digest was checked, its OpenPGP signature not: the record says so
+    assert web["provenance"] == [f"web-1.2.0.tgz.prov: {PROVENANCE_NOTE}"]
+    assert "provenance" not in oci
+    assert "Chart provenance" in result.stdout and "signature not checked" in result.stdout
     inventory = json.loads(run_airgap("inspect", chart_bundle.path, "--format", "json").stdout)
     assert inventory["contents"][0]["warnings"] == [warning]
+    assert inventory["contents"][0]["provenance"] == web["provenance"]
 
 
 def test_a_package_that_does_not_match_its_digest_fails(
@@ -438,6 +482,150 @@ def test_a_package_that_does_not_match_its_digest_fails(
     spec.write_text(f"charts:\n  - {{repo: '{url}', name: lib, version: 1.0.0}}\n")
     result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
     assert_clean_failure(result, 1, "is not the digest")
+
+
+def test_a_provenance_for_another_package_fails_collect(
+    tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey, gnupg: Path
+) -> None:
+    data = lib_chart("1.0.0")
+    release_server.add_plain("badprov-repo/lib-1.0.0.tgz", data)
+    prov = sign_provenance(gnupg, "name: lib\nversion: 1.0.0\n", "lib-1.0.0.tgz", data + b"!")
+    release_server.add_plain("badprov-repo/lib-1.0.0.tgz.prov", prov)
+    entry = {"version": "1.0.0", "digest": hashlib.sha256(data).hexdigest(),
+             "urls": ["lib-1.0.0.tgz"]}  # fmt: skip
+    index = {"apiVersion": "v1", "entries": {"lib": [entry]}}
+    release_server.add_plain("badprov-repo/index.yaml", yaml.safe_dump(index).encode())
+    spec = tmp_path / "spec.yaml"
+    url = release_server.plain_url("badprov-repo")
+    spec.write_text(f"charts:\n  - {{repo: '{url}', name: lib, version: 1.0.0}}\n")
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
+    assert_clean_failure(result, 1, "chart lib 1.0.0: lib-1.0.0.tgz.prov: promises sha256:")
+
+
+def test_a_keyring_verifies_the_provenance_signature(
+    tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey, gnupg: Path
+) -> None:
+    """Given a keyring (as helm pull --verify --keyring), the .prov's OpenPGP signature
+    is checked too: by the signer's key it passes and the record names the key; by a
+    key the keyring lacks, with a text changed after signing, or without a .prov, collect
+    fails in one line naming the chart and file."""
+    data = lib_chart("3.0.0")
+    chart_yaml = "apiVersion: v2\nname: lib\nversion: 3.0.0\nkeywords:\n- signed\n"
+    prov = sign_provenance(gnupg, chart_yaml, "lib-3.0.0.tgz", data)
+    entry = {"version": "3.0.0", "digest": hashlib.sha256(data).hexdigest(),
+             "urls": ["lib-3.0.0.tgz"]}  # fmt: skip
+    index = yaml.safe_dump({"apiVersion": "v1", "entries": {"lib": [entry]}}).encode()
+    served = {
+        "signed": prov,
+        "forged": prov.replace(b"- - signed", b"- - forged"),  # the digest still matches
+        "bare": None,
+    }
+    for repo, provenance in served.items():
+        release_server.add_plain(f"{repo}-repo/index.yaml", index)
+        release_server.add_plain(f"{repo}-repo/lib-3.0.0.tgz", data)
+        if provenance is not None:
+            release_server.add_plain(f"{repo}-repo/lib-3.0.0.tgz.prov", provenance)
+    own = export_public_key(gnupg, tmp_path, armor=False)
+    with gnupg_home(tmp_path / "other-gnupg") as other_home:
+        other = export_public_key(other_home, tmp_path)
+
+    def collect(keyring: Path, repo: str) -> subprocess.CompletedProcess[str]:
+        url = release_server.plain_url(f"{repo}-repo")
+        spec = tmp_path / f"{repo}.yaml"
+        spec.write_text(
+            f"charts:\n  - {{repo: '{url}', name: lib, version: 3.0.0, keyring: '{keyring}'}}\n"
+        )
+        output = tmp_path / f"{repo}-{keyring.name}.tar"
+        return run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output)
+
+    result = collect(own, "signed")
+    assert result.returncode == 0, result.stderr
+    (record,) = bundle_manifest(tmp_path / f"signed-{own.name}.tar")["contents"]
+    (line,) = record["provenance"]
+    assert line.startswith("lib-3.0.0.tgz.prov: package sha256 matched, OpenPGP signature verified")
+    where = "chart lib 3.0.0: lib-3.0.0.tgz.prov: "
+    assert_clean_failure(collect(other, "signed"), 1, where, "which the keyring lacks")
+    assert_clean_failure(collect(own, "forged"), 1, where, "does not match the signed text")
+    assert_clean_failure(collect(own, "bare"), 1, where, "missing, and the entry's keyring")
+
+
+def test_hostile_keyrings_and_signatures_fail_in_one_line(gnupg: Path, tmp_path: Path) -> None:
+    prov = sign_provenance(gnupg, "name: web\n", "web-1.2.0.tgz", b"package")
+    key = export_public_key(gnupg, tmp_path, armor=False).read_bytes()
+    where = "chart web 1.2.0: web-1.2.0.tgz.prov"
+    keys = read_keyring(key, "keyring k")
+    assert "verified" in check_provenance(prov, ("web-1.2.0.tgz",), PACKAGE_SHA, where, keys)
+    for data, needle in (
+        (b"not a key", "not OpenPGP data"),
+        (key[:20], "truncated OpenPGP packet"),
+        (b"\x99" * (2 << 20), "larger than"),
+    ):
+        with pytest.raises(InputError, match=needle):
+            read_keyring(data, "keyring k")
+    head = prov[: prov.index(b"-----BEGIN PGP SIGNATURE-----")]
+    packet = base64.b64encode(
+        b"".join(
+            base64.b64decode(line)
+            for line in prov.split(b"\n\n")[-1].splitlines()
+            if line and not line.startswith((b"=", b"-"))
+        )[:12]
+    )
+    for block, needle in ((b"!!!", "not base64"), (packet, "truncated OpenPGP packet")):
+        broken = head + b"-----BEGIN PGP SIGNATURE-----\n\n" + block
+        with pytest.raises(InputError, match=needle) as caught:
+            check_provenance(
+                broken + b"\n-----END PGP SIGNATURE-----\n",
+                ("web-1.2.0.tgz",), PACKAGE_SHA, where, keys,
+            )  # fmt: skip
+        assert str(caught.value).startswith(where)
+
+
+def test_verify_checks_the_provenance_digest(
+    chart_bundle: ChartBundle, tmp_path: Path, gnupg: Path
+) -> None:
+    path = "charts/web/1.2.0/web-1.2.0.tgz.prov"
+    other = sign_provenance(gnupg, WEB_PROV_CHART, "web-1.2.0.tgz", b"another package")
+    private, public = tamper.new_key(tmp_path)
+    bundle = tamper.resign(chart_bundle.path, tmp_path / "f.tar", private, replace={path: other})
+    result = run_airgap("verify", bundle, "--key", public, "--format", "json")
+    assert result.returncode == 1, result.stdout
+    failures = json.loads(result.stdout)["failures"]
+    assert any(f"{path}: promises sha256:" in f["message"] for f in failures), failures
+
+
+PACKAGE_SHA = hashlib.sha256(b"package").hexdigest()
+GOOD_BODY = message_block("name: web\nversion: 1.2.0\n", "web-1.2.0.tgz", b"package")
+SIGNATURE = "-----BEGIN PGP SIGNATURE-----\n\niHUEARYKAB0=\n-----END PGP SIGNATURE-----\n"
+
+
+def clearsigned(body: str, header: str = "Hash: SHA512") -> bytes:
+    return f"-----BEGIN PGP SIGNED MESSAGE-----\n{header}\n\n{body}{SIGNATURE}".encode()
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "needle"),
+    [
+        (clearsigned(GOOD_BODY.replace(PACKAGE_SHA, "0" * 64)), DigestMismatchError, "promises"),
+        (clearsigned(GOOD_BODY.replace("web-1.2.0.tgz", "x.tgz")), InputError, "names no digest"),
+        (clearsigned(GOOD_BODY.replace("sha256:", "sha512:")), InputError, "not sha256:"),
+        (clearsigned(GOOD_BODY.replace("\n...\n", "\n")), InputError, "no '...' line"),
+        (clearsigned("name: web\n\n...\nfiles: [a]\n"), InputError, "no files: mapping"),
+        (clearsigned(GOOD_BODY, "Hash: SHA512\x1b[2J"), InputError, "malformed armor header"),
+        (clearsigned(GOOD_BODY)[: -len(SIGNATURE)], InputError, "no -----BEGIN PGP SIGNATURE"),
+        (b"helm: not signed\n", InputError, "not an OpenPGP clearsigned message"),
+        (b"\xff\xfe" * 10, InputError, "not UTF-8"),
+        (clearsigned(GOOD_BODY + "#" * (2 << 20) + "\n"), InputError, "larger than"),
+    ],
+)
+def test_hostile_provenance_fails_in_one_line(
+    data: bytes, error: type[AirgapError], needle: str
+) -> None:
+    where = "chart web 1.2.0: web-1.2.0.tgz.prov"
+    check_provenance(clearsigned(GOOD_BODY), ("web-1.2.0.tgz",), PACKAGE_SHA, where)
+    with pytest.raises(error) as caught:
+        check_provenance(data, ("web-1.2.0.tgz",), PACKAGE_SHA, where)
+    message = str(caught.value)
+    assert message.startswith(where) and needle in message and "\n" not in message
 
 
 def test_import_pushes_oci_helm_charts_and_writes_values(
@@ -484,6 +672,13 @@ def test_import_pushes_oci_helm_charts_and_writes_values(
         raw = skopeo.raw_manifest(by, registry=registry)
         assert not ref.digest or sha256_digest(raw) == ref.digest
     proxy = yaml.safe_load((out / "charts/web/helmchartproxy.yaml").read_text())
+    schema = json.loads(HCP_SCHEMA.read_text())
+    proxies = sorted(out.glob("charts/*/helmchartproxy.yaml"))
+    assert [p.parent.name for p in proxies] == ["ocichart", "web"]
+    for path in proxies:  # CAAPH's own CRD schema, unknown fields refused
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+    with pytest.raises(jsonschema.ValidationError):  # the schema is strict: a field
+        jsonschema.validate({**proxy, "spec": {**proxy["spec"], "caFile": "x"}}, schema)
     assert proxy["apiVersion"] == "addons.cluster.x-k8s.io/v1alpha1"
     assert proxy["spec"]["repoURL"] == f"oci://{registry.host}/mirror/charts"
     assert (proxy["spec"]["chartName"], proxy["spec"]["version"]) == ("web", "1.2.0")

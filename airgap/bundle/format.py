@@ -82,6 +82,9 @@ class ContentRecord:
     # what image discovery could not resolve (a chart template's expression, a
     # template's variable), one line each; absent when there is none
     warnings: list[str] = field(default_factory=list)
+    # charts: one line per .prov carried, saying what was checked (its package digest)
+    # and what was not (its OpenPGP signature); absent when there is none
+    provenance: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,8 @@ def _content_json(content: ContentRecord) -> dict[str, Any]:
     document = _camel(asdict(content))
     if not content.warnings:  # a record without warnings reads and signs as before
         document.pop("warnings", None)
+    if not content.provenance:  # likewise a record without a .prov
+        document.pop("provenance", None)
     return document
 
 

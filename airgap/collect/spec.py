@@ -54,7 +54,7 @@ _TOP_KEYS = (
     "charts",
 )
 _MANIFEST_KEYS = ("name", "url")
-_CHART_KEYS = ("repo", "oci", "name", "version", "caFile", "images")
+_CHART_KEYS = ("repo", "oci", "name", "version", "caFile", "images", "keyring")
 MAX_ADDON_NAME = 57  # the Cluster label airgap.io/addon-NAME: its name part <= 63
 _CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile", "image")
@@ -367,9 +367,7 @@ class _SpecReader:
                 except InputError as exc:
                     raise self.error(keys["version"][1], f"{where}.version", str(exc)) from None
                 location = ChartLocation(repo=repo)
-            ca_file = self.optional_string(keys, where, "caFile", None)
-            if ca_file is not None:
-                ca_file = str((self.base_dir / ca_file).absolute())
+            ca_file = self.ca_file(keys, where)
             images = self.images(keys.get("images"), f"{where}.images")
             identity = (name, version)
             if identity in first_at:
@@ -379,7 +377,8 @@ class _SpecReader:
                     f"duplicate chart {name} {version} (already at charts[{first_at[identity]}])",
                 )
             first_at[identity] = index
-            location = replace(location, ca_file=ca_file, images=images)
+            keyring = self.existing_file(keys, where, "keyring", "keyring")
+            location = replace(location, ca_file=ca_file, images=images, keyring=keyring)
             result.append(ContentSpec(ContentKind.CHARTS, version, None, name, location))
         return tuple(result)
 
@@ -444,23 +443,32 @@ class _SpecReader:
             if host in result:
                 raise self.error(host_node, where, f"registry {host} is listed twice")
             keys = self.mapping(node, where, _REGISTRY_KEYS) if not _is_null(node) else {}
-            ca_file = self.optional_string(keys, where, "caFile", None)
-            if ca_file is not None:
-                ca_path = Path(ca_file).expanduser()
-                if not ca_path.is_absolute():
-                    ca_path = self.base_dir / ca_path
-                if not ca_path.is_file():
-                    raise self.error(
-                        keys["caFile"][1], f"{where}.caFile", f"CA file {ca_path} not found"
-                    )
-                ca_file = str(ca_path.resolve())
             result[host] = RegistrySettings(
                 mirror=self.optional_string(keys, where, "mirror", _check_mirror),
-                ca_file=ca_file,
+                ca_file=self.ca_file(keys, where),
                 plain_http=self.boolean(keys, where, "plainHTTP"),
                 skip_tls_verify=self.boolean(keys, where, "skipTLSVerify"),
             )
         return result
+
+    def ca_file(self, keys: dict[str, tuple[Node, Node]], where: str) -> str | None:
+        """``caFile`` (a registry's or a chart repository's)."""
+        return self.existing_file(keys, where, "caFile", "CA file")
+
+    def existing_file(
+        self, keys: dict[str, tuple[Node, Node]], where: str, key: str, what: str
+    ) -> str | None:
+        """A file the spec names: ``~`` expanded, relative to the spec's directory, and
+        present now rather than when first used (a TLS handshake, a .prov's check)."""
+        text = self.optional_string(keys, where, key, None)
+        if text is None:
+            return None
+        path = Path(text).expanduser()
+        if not path.is_absolute():
+            path = self.base_dir / path
+        if not path.is_file():
+            raise self.error(keys[key][1], f"{where}.{key}", f"{what} {path} not found")
+        return str(path.resolve())
 
     # --- node helpers ---------------------------------------------------------------
 

@@ -48,6 +48,8 @@ class FetchedContent:
     images: list[str]
     # images left to variables nobody defaults (templates), one line each
     unresolved: list[str] = field(default_factory=list)
+    # charts: what was checked of each .prov carried (airgap.content.provenance)
+    provenance: list[str] = field(default_factory=list)
 
 
 def request_for(
@@ -141,8 +143,9 @@ def _fetch_chart(request: ContentRequest, dest_root: Path) -> FetchedContent:
     images, unresolved = discover(request.kind, fetched.files, who)
     images += [image for image in source.location.images if image not in images]
     return FetchedContent(
-        request.kind, name, version, source.url, fetched.files, images, unresolved
-    )
+        request.kind, name, version, source.url, fetched.files, images, unresolved,
+        fetched.provenance,
+    )  # fmt: skip
 
 
 def _select(

@@ -45,8 +45,10 @@ from airgap.content.kinds import (
     ContentKind,
     chart_file,
 )
-from airgap.errors import AirgapError, InputError, NotFoundError
-from airgap.limits import MAX_RELEASE_FILE_BYTES
+from airgap.content.openpgp import MAX_KEYRING_BYTES, PublicKey, read_keyring
+from airgap.content.provenance import check_provenance
+from airgap.errors import AirgapError, InputError, NotFoundError, TLSError
+from airgap.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
 from airgap.providers.sources import SingleFileSource, download
 from airgap.redact import redact_url
@@ -73,6 +75,7 @@ class ChartSource(SingleFileSource):
     pools: PoolFactory | None
     own_client: bool = False  # made here for a caFile: closed after fetching
     indexes: dict[str, str] = field(default_factory=dict)  # repository -> index.yaml text
+    keys: list[PublicKey] | None = None  # the entry's keyring, read once
 
     @property
     def url(self) -> str:
@@ -98,6 +101,8 @@ class FetchedChart:
     chart: Chart
     files: list[Path]
     charts: list[Chart]
+    # one line per .prov carried: its digest checked, its signature not (no keyring)
+    provenance: list[str] = field(default_factory=list)
 
 
 def fetch_chart(
@@ -116,12 +121,13 @@ def fetch_chart(
         chart = read_chart(package.read_bytes(), f"chart {name} {version} from {source.url}")
         _check_chart_name(chart, source)
         directory = (dest_root / ContentKind.CHARTS.directory(chart.name, chart.version)).absolute()
+        provenance = _provenance(source, prov, package, chart)
         files = [_place(package, directory, _package_name(chart))]
         if prov is not None:
             files.append(_place(prov, directory, _package_name(chart) + PROVENANCE_SUFFIX))
         charts = [chart]
-        _dependencies(source, chart, directory, staging, files, charts, 1)
-        return chart.name, chart.version, FetchedChart(chart, files, charts)
+        _dependencies(source, chart, directory, staging, files, charts, provenance, 1)
+        return chart.name, chart.version, FetchedChart(chart, files, charts, provenance)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if source.own_client:
@@ -142,6 +148,39 @@ def _check_chart_name(chart: Chart, source: ChartSource) -> None:
         raise InputError(f"chart from {source.url}: {problem.replace('provider', 'chart')}")
 
 
+def _provenance(source: ChartSource, prov: Path | None, package: Path, chart: Chart) -> list[str]:
+    """Check a ``.prov`` against its package, and its signature against the entry's
+    keyring if it has one (which then wants a ``.prov`` for every chart); the inventory
+    line saying what was checked, or nothing without a ``.prov``."""
+    name = _package_name(chart)
+    where = f"chart {chart.name} {chart.version}: {name}{PROVENANCE_SUFFIX}"
+    keys = _keyring(source)
+    if prov is None:
+        if keys is not None:
+            raise AirgapError(f"{where}: missing, and the entry's keyring wants one")
+        return []
+    with prov.open("rb") as handle:
+        data = handle.read(MAX_PROVENANCE_BYTES + 1)
+    helm_name = f"{chart.name}-{chart.version}{CHART_SUFFIX}"  # what helm package wrote
+    names = tuple(dict.fromkeys((helm_name, name)))
+    note = check_provenance(data, names, _sha256(package), where, keys)
+    return [f"{name}{PROVENANCE_SUFFIX}: {note}"]
+
+
+def _keyring(source: ChartSource) -> list[PublicKey] | None:
+    path = source.location.keyring
+    if path is None:
+        return None
+    if source.keys is None:
+        try:
+            with Path(path).open("rb") as handle:
+                data = handle.read(MAX_KEYRING_BYTES + 1)
+        except OSError as exc:
+            raise InputError(f"keyring {path}: {exc.strerror or exc}") from None
+        source.keys = read_keyring(data, f"keyring {path}")
+    return source.keys
+
+
 def _place(path: Path, directory: Path, name: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / name
@@ -156,6 +195,7 @@ def _dependencies(
     staging: Path,
     files: list[Path],
     charts: list[Chart],
+    provenance: list[str],
     depth: int,
 ) -> None:
     """Every dependency ``chart`` does not vendor, fetched beside it, recursively."""
@@ -187,11 +227,12 @@ def _dependencies(
         if any((c.name, c.version) == (sub.name, sub.version) for c in charts):
             package.unlink(missing_ok=True)
             continue
+        provenance += _provenance(source, prov, package, sub)
         files.append(_place(package, directory, _package_name(sub)))
         if prov is not None:
             files.append(_place(prov, directory, _package_name(sub) + PROVENANCE_SUFFIX))
         charts.append(sub)
-        _dependencies(source, sub, directory, staging, files, charts, depth + 1)
+        _dependencies(source, sub, directory, staging, files, charts, provenance, depth + 1)
 
 
 # --- classic chart repositories ------------------------------------------------------------
@@ -242,7 +283,7 @@ def _repo_package(
     headers = auth if _origin(url) == _origin(base) else {}
     package = staging / f"{name}-{chosen}{CHART_SUFFIX}.part"
     what = f"download chart {name} {chosen} from {shown}"
-    download(source.client, url, package, what=what, headers=headers)
+    _download(source, url, package, what=what, headers=headers)
     expected = entry.get("digest")
     if isinstance(expected, str) and expected:
         actual = _sha256(package)
@@ -254,10 +295,23 @@ def _repo_package(
             )
     prov = staging / f"{name}-{chosen}{CHART_SUFFIX}{PROVENANCE_SUFFIX}.part"
     try:
-        download(source.client, url + PROVENANCE_SUFFIX, prov, what=what, headers=headers)
+        _download(source, url + PROVENANCE_SUFFIX, prov, what=what, headers=headers)
     except NotFoundError:
         return package, None
     return package, prov
+
+
+def _download(
+    source: ChartSource, url: str, dest: Path, *, what: str, headers: dict[str, str]
+) -> None:
+    """``download``, a TLS failure told in a chart repository's terms: its CA is the
+    entry's ``caFile`` (the registry hints, --ca-file and certs.d, do not apply)."""
+    try:
+        download(source.client, url, dest, what=what, headers=headers)
+    except TLSError as exc:
+        detail = str(exc).partition("; ")[0]  # the URL and the TLS library's reason
+        hint = "; give the chart entry a caFile with the repository's CA"
+        raise TLSError(f"{what}: {detail}{hint if 'not trusted' in detail else ''}") from None
 
 
 def _sha256(path: Path) -> str:
@@ -274,8 +328,8 @@ def _index_entries(
     text = source.indexes.get(base)
     if text is None:
         path = staging / f"index-{len(source.indexes)}.yaml"
-        download(
-            source.client,
+        _download(
+            source,
             base + "index.yaml",
             path,
             what=f"chart repository {redact_url(base)}",

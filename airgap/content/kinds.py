@@ -191,12 +191,15 @@ def name_problem(kind: ContentKind, name: str) -> str | None:
 class ChartLocation:
     """Where a spec's chart entry comes from: a classic chart repository (``repo``, its
     ``index.yaml``) or an OCI reference (``oci://HOST/PATH/NAME``); ``ca_file`` adds a CA
-    for the repository's TLS; ``images`` are carried besides those discovered."""
+    for the repository's TLS; ``images`` are carried besides those discovered;
+    ``keyring`` (OpenPGP public keys) makes every chart of the entry need a ``.prov``
+    signed by one of them, as ``helm pull --verify --keyring`` does."""
 
     repo: str | None = None
     oci: str | None = None
     ca_file: str | None = None
     images: tuple[str, ...] = ()
+    keyring: str | None = None
 
 
 @dataclass(frozen=True)

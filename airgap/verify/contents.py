@@ -4,8 +4,9 @@
 names are not in collect's form; here the records are checked against each other and
 against the verified members: every file present and owned by one record only, every
 image in the bundle, templates next to a provider of their label and version, at most
-one cert-manager and one operator, and each chart package a chart of the name and
-version its file name promises.
+one cert-manager and one operator, each chart package a chart of the name and
+version its file name promises, and each chart's ``.prov`` promising that package's
+sha256 (its OpenPGP signature is not checked: there is no keyring of chart signers).
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ from collections.abc import Callable, Mapping
 
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.chart import read_chart
-from airgap.content.kinds import ContentKind, chart_file, is_chart, parse_kind
-from airgap.errors import InputError
-from airgap.limits import MAX_RELEASE_FILE_BYTES
+from airgap.content.kinds import (
+    CHART_SUFFIX,
+    PROVENANCE_SUFFIX,
+    ContentKind,
+    chart_file,
+    is_chart,
+    parse_kind,
+)
+from airgap.content.provenance import check_provenance
+from airgap.errors import AirgapError, InputError
+from airgap.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.providers.types import ProviderType
 from airgap.verify.findings import Failure
 
@@ -29,6 +38,7 @@ def check_contents(
     failures: list[Failure] = []
     listed = {image.reference for image in manifest.images}
     files = {f.path for f in manifest.files}
+    digests = {f.path: f.sha256 for f in manifest.files}
     owners = {
         path: "its provider" for p in manifest.providers for path in (p.metadata, p.components)
     }
@@ -61,7 +71,7 @@ def check_contents(
                 )
             )
         for path in content.files:
-            failures.extend(_check_file(content, kind, path, read, present, files, owners))
+            failures.extend(_check_file(content, kind, path, read, present, files, owners, digests))
         for image in content.images:
             if image not in listed:
                 failures.append(
@@ -82,6 +92,7 @@ def _check_file(
     present: Mapping[str, int],
     files: set[str],
     owners: dict[str, str],
+    digests: Mapping[str, str],
 ) -> list[Failure]:
     subject = describe(content)
     owner = owners.setdefault(path, subject)
@@ -90,6 +101,8 @@ def _check_file(
     if path not in present:
         why = "is missing or damaged" if path in files else "is not in the bundle"
         return [Failure("content", subject, f"{path} {why}")]
+    if path.endswith(CHART_SUFFIX + PROVENANCE_SUFFIX):
+        return _check_provenance(content, path, read, present, digests)
     if not is_chart(path):
         return []
     if present[path] > MAX_RELEASE_FILE_BYTES:
@@ -110,4 +123,30 @@ def _check_file(
     missing = [image for image in chart.image_references if image not in content.images]
     if missing:
         return [Failure("content", subject, f"{path} names image {missing[0]} the record lacks")]
+    return []
+
+
+def _check_provenance(
+    content: ContentRecord,
+    path: str,
+    read: ReadMember,
+    present: Mapping[str, int],
+    digests: Mapping[str, str],
+) -> list[Failure]:
+    """A ``.prov`` must promise its package's sha256 (as collect checked); the package
+    is the record's file of the same name without ``.prov``, already verified."""
+    subject = describe(content)
+    package = path.removesuffix(PROVENANCE_SUFFIX)
+    if package not in content.files or package not in digests:
+        return [Failure("content", subject, f"{path} has no package {package} beside it")]
+    if present[path] > MAX_PROVENANCE_BYTES:
+        return [Failure("content", subject, f"{path} is implausibly large")]
+    name = package.rsplit("/", 1)[1]
+    # Helm signed NAME-VERSION.tgz with the version's '+' (a bundle file name has '_',
+    # which neither a chart name nor a semver version may hold)
+    names = tuple(dict.fromkeys((name.replace("_", "+"), name)))
+    try:
+        check_provenance(read(path), names, digests[package], path)
+    except AirgapError as exc:
+        return [Failure("content", subject, str(exc))]
     return []

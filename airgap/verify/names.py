@@ -86,6 +86,11 @@ def _content_problems(content: ContentRecord) -> Iterator[str]:
     for warning in content.warnings:
         if not _printable(warning):
             yield f"warning {shown(warning)} is not one printable line"
+    if len(content.provenance) > MAX_WARNINGS:
+        yield f"more than {MAX_WARNINGS} provenance lines"
+    for line in content.provenance:
+        if not _printable(line):
+            yield f"provenance {shown(line)} is not one printable line"
     for image in content.images:
         problem = _reference_problem(image)
         if problem:

@@ -120,6 +120,7 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "files": c.files,
                 "images": c.images,
                 "warnings": c.warnings,
+                **({"provenance": c.provenance} if c.provenance else {}),
             }
             for c in manifest.contents
         ],
@@ -305,6 +306,11 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
     if warnings:  # what image discovery could not resolve: never silently dropped
         contents += "\n\nUnresolved images (not carried unless listed explicitly):\n"
         contents += "\n".join(warnings)
+    provenance = [
+        f"  {c.kind}/{c.name} {c.version}: {p}" for c in manifest.contents for p in c.provenance
+    ]
+    if provenance:  # what a .prov proved, and that its signature was not checked
+        contents += "\n\nChart provenance (.prov):\n" + "\n".join(provenance)
     return f"{providers}\n\n{contents}\n\n{images}"
 
 
