@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
 import subprocess
 import tarfile
@@ -22,9 +23,14 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
+from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust
+from airgap.supplychain.sigstore import verify_bundle
 from tests.harness import cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
@@ -707,6 +713,20 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
         assert result.returncode == 0, result.stdout + result.stderr
         (rule,) = json.loads(result.stdout)["policy"]
         assert rule["details"] == [f"{images[0]}: {detail}"]
+    # made from a have-list alone, no verified bundle holds the signature: refused
+    payload = json.loads(_member(base, signature.digest))["layers"][0]["digest"]
+    have = tmp_path / "have.json"
+    held = {upstream.ref("signed/app"): [payload]}
+    have.write_text(
+        json.dumps({"kind": "airgap-have-list", "version": 1, "created": "x", "repositories": held})
+    )
+    listed = tmp_path / "listed.tar"
+    args = ["-o", listed, "-q", "--have", have]
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, *args)
+    assert result.returncode == 0, result.stderr
+    result = run_airgap("verify", listed, "--key", signing_key.public, "--policy", policy)
+    assert result.returncode == 1
+    assert "is not in this delta (the have-list says the target holds it)" in result.stdout
     target = registry_factory("plain")
     _import(base, signing_key, f"{target.host}/mirror", tmp_path / "base-out")
     report = _import(delta, signing_key, f"{target.host}/mirror", tmp_path / "delta-out")
@@ -880,3 +900,80 @@ def test_serve_answers_cosign_lookups_of_carried_artifacts(
         )
     finally:
         served.stop()
+
+
+def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
+    """The pure check on its own: a message-signature bundle (hashedrekord entry) is
+    accepted over the image's digest; any malformed or mismatched bundle is one
+    Rejected line, never a traceback."""
+    rekor, key = cosign.Rekor(), cosign.new_key()
+    digest = hashlib.sha256(b'{"schemaVersion":2}').digest()
+    subject = "sha256:" + digest.hex()
+    signature = key.sign(digest, ec.ECDSA(Prehashed(hashes.SHA256())))
+    body = {
+        "apiVersion": "0.0.1",
+        "kind": "hashedrekord",
+        "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
+            "signature": {
+                "content": base64.b64encode(signature).decode(),
+                "publicKey": {"content": base64.b64encode(cosign.pem_public(key)).decode()},
+            },
+        },
+    }
+    entry, promise = rekor.log(json.dumps(body).encode(), at=cosign.SIGNED_AT)
+    bundle: dict[str, Any] = {
+        "mediaType": "application/vnd.dev.sigstore.bundle+json;version=0.2",
+        "verificationMaterial": {
+            "publicKey": {"hint": "anything"},
+            "tlogEntries": [
+                {
+                    "logIndex": str(entry["logIndex"]),
+                    "logId": {"keyId": base64.b64encode(bytes.fromhex(rekor.log_id)).decode()},
+                    "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+                    "integratedTime": str(entry["integratedTime"]),
+                    "inclusionPromise": {
+                        "signedEntryTimestamp": base64.b64encode(promise).decode()
+                    },
+                    "canonicalizedBody": entry["body"],
+                }
+            ],
+        },
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": base64.b64encode(digest).decode()},
+            "signature": base64.b64encode(signature).decode(),
+        },
+    }
+    trust = Trust((NamedKey("release.pub", key.public_key()),), (), (), (rekor.key.public_key(),))
+    assert verify_bundle(json.dumps(bundle).encode(), subject, trust) == (
+        "key release.pub (Sigstore bundle)"
+    )
+    keyless = cosign.sigstore_bundle(
+        rekor, subject, fulcio=cosign.Fulcio.create(), identity=IDENTITY, issuer=ISSUER
+    )
+    keyless["verificationMaterial"]["certificate"]["rawBytes"] = "AAAA"
+    entries = bundle["verificationMaterial"]["tlogEntries"]
+    hostile = {
+        b"[]": "expected an object",
+        b"{" * 5000: "malformed",
+        json.dumps({**bundle, "mediaType": "x"}).encode(): "media type 'x' is unknown",
+        json.dumps({**bundle, "messageSignature": None}).encode(): "neither a DSSE envelope",
+        json.dumps(bundle)
+        .replace(base64.b64encode(digest).decode(), base64.b64encode(bytes(32)).decode())
+        .encode(): f"signs digest sha256:{'0' * 64}, not {subject}",
+        json.dumps(
+            {
+                **bundle,
+                "verificationMaterial": {
+                    "publicKey": {},
+                    "tlogEntries": [{**entries[0], "kindVersion": {"kind": "dsse"}}],
+                },
+            }
+        ).encode(): "its kindVersion a 'dsse'",
+        json.dumps(keyless).encode(): "",
+    }
+    identities = (Identity(subject=IDENTITY, issuer=ISSUER),)
+    for data, reason in hostile.items():
+        with pytest.raises(Rejected) as raised:
+            verify_bundle(data, subject, dataclasses.replace(trust, identities=identities))
+        assert reason in str(raised.value) and "\n" not in str(raised.value), raised.value

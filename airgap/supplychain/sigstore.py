@@ -120,7 +120,10 @@ def verify_bundle(data: bytes, subject: str, trust: Trust) -> str:
         raise Rejected(f"the Sigstore bundle is malformed ({exc})") from None
     if not certificates:
         return _keyed(signed, entries, trust)
-    return _keyless(signed, certificates[0], certificates[1:], entries, trust)
+    try:
+        return _keyless(signed, certificates[0], certificates[1:], entries, trust)
+    except ValueError as exc:  # an extension cryptography parses only when asked
+        raise Rejected(f"the Sigstore bundle's certificate is malformed ({exc})") from None
 
 
 # -- content ------------------------------------------------------------------------
