@@ -227,7 +227,7 @@ TARGETS: list[tuple[str, str, str, float, str]] = [
         "providers_import_seconds",
         "<=",
         0.5,
-        "rewrite, parse, ConfigMaps, CRs, clusterctl repository, writing them",
+        "rewrite, parse, ConfigMaps, CRs, clusterctl repository, manifests images",
     ),
 ]
 
@@ -280,7 +280,7 @@ def _note(key: str, metrics: dict[str, Any]) -> str:
         "verify/airgap": f"{_fmt(_pct(metrics['verify_vs_openssl']), 0)}% of openssl",
         "serve/airgap": f"{_fmt(_pct(metrics.get('serve_vs_registry')), 0)}% of docker-registry",
         "providers/collect": "fetch, parse, image discovery",
-        "providers/import": "rewrite, parse, ConfigMaps, CRs, write",
+        "providers/import": "rewrite, parse, ConfigMaps, CRs, write, manifests images",
         "providers/configmaps": "rewrite, parse, ConfigMaps, CRs, write",
     }
     best = metrics.get("raw_limit_parallel")
