@@ -700,6 +700,20 @@ def import_(
     is_flag=True,
     help="The import kept the source registry host as the first path element.",
 )
+@click.option(
+    "--no-pin",
+    is_flag=True,
+    help="The import ran with --no-pin (the manifests images and OCI provider "
+    "artifacts it built hold unpinned references).",
+)
+@click.option(
+    "--provider-source",
+    type=click.Choice(["selector", "oci"]),
+    default="selector",
+    show_default=True,
+    help="oci: the import published the providers as OCI artifacts "
+    "(--provider-source oci): check those too.",
+)
 @registry_options
 @concurrency_option("Parallel checks.")
 @format_option("Conditions as a table or as JSON.")
@@ -709,18 +723,28 @@ def import_(
     help="Also write a have-list of the digests the registry holds of the bundle's "
     "images, for collect --have on the connected side (small, unsigned).",
 )
+@click.option(
+    "--previous",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="An earlier report (import-report.json, or status --format json output): a "
+    "condition whose status did not change keeps its lastTransitionTime.",
+)
 def status(
     bundle: Path,
     keys: tuple[Path, ...],
     no_signature: bool,
     registry: str,
     keep_source_registry: bool,
+    no_pin: bool,
+    provider_source: str,
     concurrency: int,
     fmt: str,
     export_have: Path | None,
+    previous: Path | None,
     **connection: Any,
 ) -> int:
-    """Available, Progressing and Degraded: whether REGISTRY holds every image of BUNDLE
+    """Available, Progressing and Degraded: whether REGISTRY holds every image and
+    artifact (signatures, charts, manifests images, OCI provider artifacts) of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
     when Available and not Degraded, 1 otherwise."""
     from airgap.mirror.importer import ImportOptions, status_and_have
@@ -731,10 +755,12 @@ def status(
     options = ImportOptions(
         target=Target.parse(registry),
         keep_registry=keep_source_registry,
+        pin=not no_pin,
+        provider_source=provider_source,
         concurrency=concurrency,
         **_connection(**connection),
     )
-    result, listed = status_and_have(bundle, trusted, options, export_have)
+    result, listed = status_and_have(bundle, trusted, options, export_have, previous)
     if export_have is not None and listed is not None:
         click.echo(
             f"airgap: wrote {export_have}: {listed.digests} digests of "
@@ -828,7 +854,8 @@ def _warn_missing_variables(missing: dict[str, list[str]], output_dir: Path) -> 
     click.echo(
         f"airgap: warning: required variables not set ({names}); the operator will not "
         f"install these providers until they are: pass --variables FILE or set them in the "
-        f"environment, or edit {output_dir / 'operator/secrets'} before applying",
+        f"environment, or edit {output_dir / 'operator/02-provider-configmaps/secrets'} before "
+        "applying",
         err=True,
     )
 

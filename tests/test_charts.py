@@ -690,3 +690,30 @@ def test_import_pushes_oci_helm_charts_and_writes_values(
         assert entry["digest"] == hashlib.sha256(expected).hexdigest()
         assert (out / "charts/repository" / entry["urls"][0]).read_bytes() == expected
     assert (out / "charts/repository/web-1.2.0.tgz.prov").read_bytes() == chart_bundle.prov
+
+
+def test_status_asks_for_every_chart_and_names_a_lost_layer(
+    chart_bundle: ChartBundle, signing_key: SigningKey, registry_factory
+) -> None:
+    """The OCI charts import builds are rebuilt by status from the bundle: all there
+    is Available; the web chart's package layer lost from the registry's storage is
+    Degraded, naming the chart, where it is and the blob."""
+    registry: RegistryServer = registry_factory("plain")
+    target = ["--key", signing_key.public, "--registry", f"{registry.host}/mirror"]
+    assert run_airgap("import", chart_bundle.path, *target, "-q").returncode == 0
+    status = ["status", chart_bundle.path, *target, "--format", "json"]
+    result = run_airgap(*status)
+    assert result.returncode == 0, result.stdout
+    available = json.loads(result.stdout)["conditions"][0]
+    assert available["reason"] == "AllPresent"
+    assert "and 3 artifacts present" in available["message"]  # web, lib, ocichart
+    layer = sha256_digest(chart_bundle.web)
+    registry.blob_path(layer).unlink()
+    result = run_airgap(*status)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    document = json.loads(result.stdout)
+    degraded = document["conditions"][2]
+    assert (degraded["status"], degraded["reason"]) == ("True", "ArtifactsDamaged")
+    where = f"chart web:1.2.0 at {registry.host}/mirror/charts/web:1.2.0: missing blob {layer}"
+    assert where in degraded["message"]
+    assert [(a["kind"], a["state"]) for a in document["artifacts"]] == [("chart", "damaged")]

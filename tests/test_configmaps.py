@@ -31,6 +31,7 @@ import httpx
 import pytest
 import yaml
 
+from airgap.configmaps.emit import CONFIG_STEP, CORE_STEP, PROVIDER_STEPS
 from airgap.oci import OCI_MANIFEST, sha256_digest
 from airgap.providers.components import find_images, find_variables
 from airgap.providers.types import ProviderType
@@ -87,24 +88,39 @@ def read_tree(root: Path) -> dict[str, bytes]:
 
 @dataclass(frozen=True)
 class Operator:
-    """The ``operator/`` tree: objects by resource file, in kustomization order."""
+    """The ``operator/`` tree: objects by resource file, in kustomization order (the
+    top kustomization names the step directories, each a kustomization of files)."""
 
     root: Path
-    resources: list[str]
+    resources: list[str]  # files, relative to root: 02-provider-configmaps/namespaces.yaml
     objects: dict[str, list[dict[str, Any]]]
+    kustomizations: list[str]  # kustomization.yaml, 02-provider-configmaps/kustomization.yaml
 
     @classmethod
     def load(cls, out: Path) -> Operator:
         root = out / "operator"
-        kustomization = yaml.safe_load((root / "kustomization.yaml").read_text())
-        assert kustomization["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
-        assert kustomization["kind"] == "Kustomization"
-        resources = kustomization["resources"]
+        resources: list[str] = []
+        kustomizations: list[str] = []
+
+        def expand(directory: str) -> None:
+            path = f"{directory}/kustomization.yaml" if directory else "kustomization.yaml"
+            kustomizations.append(path)
+            kustomization = yaml.safe_load((root / path).read_text())
+            assert kustomization["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
+            assert kustomization["kind"] == "Kustomization"
+            for resource in kustomization["resources"]:
+                full = f"{directory}/{resource}" if directory else resource
+                if (root / full).is_dir():
+                    expand(full)
+                else:
+                    resources.append(full)
+
+        expand("")
         objects = {
             path: [d for d in yaml.safe_load_all((root / path).read_text()) if d is not None]
             for path in resources
         }
-        return cls(root, resources, objects)
+        return cls(root, resources, objects, kustomizations)
 
     def all(self) -> list[dict[str, Any]]:
         return [obj for objs in self.objects.values() for obj in objs]
@@ -167,7 +183,19 @@ def check_operator_tree(out: Path) -> Operator:
     """Everything the operator/ output must satisfy whatever the bundle."""
     op = Operator.load(out)
     files = {p.relative_to(op.root).as_posix() for p in op.root.rglob("*.yaml")}
-    assert files == {*op.resources, "kustomization.yaml"}  # nothing unlisted, nothing missing
+    assert files == {*op.resources, *op.kustomizations}  # nothing unlisted, nothing missing
+    # the install steps: ConfigMaps and Secrets, the CoreProvider, the other providers
+    steps = [path.split("/", 1)[0] for path in op.kustomizations[1:]]
+    assert steps == sorted(steps) and set(steps) <= set(PROVIDER_STEPS), steps
+    for path in op.resources:
+        kinds = {obj["kind"] for obj in op.objects[path]}
+        step = path.split("/", 1)[0]
+        if step == CONFIG_STEP:
+            assert kinds <= {"Namespace", "ConfigMap", "Secret"}, path
+        elif step == CORE_STEP:
+            assert kinds == {"CoreProvider"}, path
+        else:
+            assert all(k.endswith("Provider") and k != "CoreProvider" for k in kinds), path
     assert (op.root / "variables.md").is_file()
     for obj in op.all():
         validate_object(obj)
@@ -344,7 +372,7 @@ def test_kustomization_lists_namespaces_configmaps_secrets_core_then_others(
     capi_op: Operator,
 ) -> None:
     resources = capi_op.resources
-    assert resources[0] == "namespaces.yaml"
+    assert resources[0] == f"{CONFIG_STEP}/namespaces.yaml"
     kinds = [capi_op.objects[path][0]["kind"] for path in resources]
     assert kinds[0] == "Namespace"
     first_secret = kinds.index("Secret")
@@ -389,7 +417,8 @@ def test_variables_secrets_and_table(
         # a required variable nobody set is commented out, so the operator refuses to
         # install instead of substituting an empty string
         assert set(data) == {v.name for v in variables if not v.required}
-        text = (capi_out / "operator/secrets" / f"{secret['metadata']['name']}.yaml").read_text()
+        secrets_dir = capi_out / f"operator/{CONFIG_STEP}/secrets"
+        text = (secrets_dir / f"{secret['metadata']['name']}.yaml").read_text()
         for variable in variables:
             if variable.required:
                 assert f"# required, not set: {variable.name}" in text
@@ -685,10 +714,8 @@ def test_several_versions_one_cr_installing_the_first_listed(
     )
     assert secret["stringData"]["MULTI_ZONE"] == "eu-1"
     assert "PROVIDER_CREDENTIALS" not in secret["stringData"]  # required, unset: commented out
-    assert (
-        "# required, not set: PROVIDER_CREDENTIALS"
-        in (out / "operator/secrets" / f"{secret['metadata']['name']}.yaml").read_text()
-    )
+    secret_file = out / f"operator/{CONFIG_STEP}/secrets/{secret['metadata']['name']}.yaml"
+    assert "# required, not set: PROVIDER_CREDENTIALS" in secret_file.read_text()
     # clusterctl repository: both versions on disk, the first listed in clusterctl.yaml
     config = yaml.safe_load((out / "clusterctl/clusterctl.yaml").read_text())
     (entry,) = [e for e in config["providers"] if e["name"] == "multi"]
@@ -948,7 +975,7 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     assert result.returncode == 0, result.stderr
     op = check_operator_tree(out)
     assert not op.configmaps
-    assert not (out / "operator/configmaps").exists()
+    assert not (out / f"operator/{CONFIG_STEP}/configmaps").exists()
     originals = bundle_files(capi_bundle.path)
     for record in capi_bundle.manifest.providers:
         ptype = type_of(record.type)
@@ -1063,7 +1090,7 @@ def test_oci_source_from_a_registry_with_a_password(
             verify=registry.ssl_context(),
         )
         assert anonymous.status_code == 401
-    secret_files = sorted((out / "operator/secrets").iterdir())
+    secret_files = sorted((out / f"operator/{CONFIG_STEP}/secrets").iterdir())
     assert len(secret_files) == len(op.providers)
     for path in secret_files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

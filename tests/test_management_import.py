@@ -29,6 +29,7 @@ from tests.harness.management import OPERATOR_VERSION
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryServer
+from tests.schemas import validate_object
 from tests.test_content import render_image_line
 
 PREFIX = "mgmt"
@@ -196,13 +197,49 @@ def test_install_steps_build_and_run_only_mirror_images(imported: Imported) -> N
     )
 
 
+STEPS = (
+    "00-cert-manager",
+    "01-capi-operator",
+    "02-provider-configmaps",
+    "03-core-provider",
+    "04-providers",
+)
+
+
+def test_provider_steps_build_and_hold_what_their_names_say(imported: Imported) -> None:
+    """02: Namespaces, ConfigMaps and Secrets; 03: the CoreProvider; 04: the others, each
+    a kustomization kubectl builds, every object valid against the operator's CRD
+    schemas; the top kustomization names the three in order."""
+    root = imported.out / "operator"
+    top = yaml.safe_load((root / "kustomization.yaml").read_text())
+    assert top["resources"] == list(STEPS[2:])
+    kinds: dict[str, set[str]] = {}
+    for step in STEPS[2:]:
+        built = kustomize(root / step)
+        assert built, step
+        for obj in built:
+            validate_object(obj)
+        kinds[step] = {obj["kind"] for obj in built}
+    assert kinds["02-provider-configmaps"] == {"Namespace", "ConfigMap", "Secret"}
+    assert kinds["03-core-provider"] == {"CoreProvider"}
+    assert kinds["04-providers"] == {
+        "BootstrapProvider",
+        "ControlPlaneProvider",
+        "InfrastructureProvider",
+    }
+    assert len(kustomize(root)) == sum(len(kustomize(root / step)) for step in STEPS[2:])
+
+
 def test_readme_gives_the_order_and_the_waits(imported: Imported) -> None:
     readme = imported.text("operator/README.md")
     applies = [line for line in readme.splitlines() if line.startswith("kubectl apply")]
     assert applies == [
         "kubectl apply --server-side -k capi-out/operator/00-cert-manager",
         "kubectl apply --server-side -k capi-out/operator/01-capi-operator",
-        "kubectl apply --server-side -k capi-out/operator",
+        "kubectl apply --server-side -k capi-out/operator/02-provider-configmaps",
+        "kubectl apply --server-side -k capi-out/operator/03-core-provider",
+        "kubectl apply --server-side -k capi-out/operator/04-providers",
+        "kubectl apply --server-side -k capi-out/operator",  # steps 3 to 5 at once
     ]
     waits = [line for line in readme.splitlines() if line.startswith("kubectl wait")]
     # cert-manager: its CRDs, then its Deployments (the webhook among them)
@@ -211,17 +248,20 @@ def test_readme_gives_the_order_and_the_waits(imported: Imported) -> None:
     # the operator: its seven CRDs established, its Deployment (webhook) available
     assert waits[2].count("crd/") == 7 and "crd/coreproviders.operator.cluster.x-k8s.io" in waits[2]
     assert "-n capi-operator-system deployment/capi-operator-controller-manager" in waits[3]
-    # the providers, core first
+    # the providers: the CoreProvider Ready (step 4) before the others are applied (5)
     assert waits[4].endswith("-n capi-system coreprovider/cluster-api")
+    assert readme.index(waits[4]) < readme.index("-k capi-out/operator/04-providers")
     assert waits[5:] and all("--for=condition=Ready" in wait for wait in waits[4:])
+    assert not any("coreprovider" in wait for wait in waits[5:])
     assert (
         "helm install capi-operator capi-out/operator/helm/cluster-api-operator-0.24.0.tgz"
         in readme
     )
     # the step order is also the README's section order
-    assert (
-        readme.index("00-cert-manager") < readme.index("01-capi-operator") < readme.index("## 3.")
-    )
+    headings = [line for line in readme.splitlines() if line.startswith("## ")]
+    assert len(headings) == len(STEPS)
+    for number, (heading, step) in enumerate(zip(headings, STEPS, strict=True), 1):
+        assert heading.startswith(f"## {number}.") and f"(`operator/{step}/`)" in heading
 
 
 def test_helm_values_point_the_chart_at_the_mirror(imported: Imported) -> None:

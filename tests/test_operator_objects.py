@@ -105,12 +105,21 @@ def standard_set() -> list[RewrittenProvider]:
 
 
 def load_operator(files: dict[str, bytes]) -> dict[str, list[dict[str, Any]]]:
-    """resource path (relative to operator/) -> its objects, in kustomization order."""
-    kustomization = yaml.safe_load(files["operator/kustomization.yaml"])
-    return {
-        path: [d for d in yaml.safe_load_all(files[f"operator/{path}"]) if d is not None]
-        for path in kustomization["resources"]
-    }
+    """resource path (relative to operator/) -> its objects, in kustomization order:
+    the top kustomization names the step directories, each a kustomization of files."""
+    loaded: dict[str, list[dict[str, Any]]] = {}
+
+    def expand(directory: str) -> None:
+        kustomization = yaml.safe_load(files[f"operator/{directory}kustomization.yaml"])
+        for resource in kustomization["resources"]:
+            path = f"{directory}{resource}"
+            if f"operator/{path}/kustomization.yaml" in files:
+                expand(f"{path}/")
+            else:
+                loaded[path] = [d for d in yaml.safe_load_all(files[f"operator/{path}"]) if d]
+
+    expand("")
+    return loaded
 
 
 def all_objects(files: dict[str, bytes]) -> list[dict[str, Any]]:
@@ -573,7 +582,12 @@ def test_operator_tree_order_and_schema() -> None:
     files = emit.operator_files(standard_set()).files
     loaded = load_operator(files)
     resources = list(loaded)
-    assert resources[0] == "namespaces.yaml"
+    assert resources[0] == "02-provider-configmaps/namespaces.yaml"
+    steps = yaml.safe_load(files["operator/kustomization.yaml"])["resources"]
+    assert steps == ["02-provider-configmaps", "03-core-provider", "04-providers"]
+    assert [path for path in resources if path.startswith("03-")] == [
+        "03-core-provider/00-core-cluster-api.yaml"
+    ]
     kinds = [obj["kind"] for objs in loaded.values() for obj in objs]
     # Namespaces, then ConfigMaps and Secrets, then the CoreProvider, then the others
     order = {"Namespace": 0, "ConfigMap": 1, "Secret": 1, "CoreProvider": 2}
@@ -657,12 +671,13 @@ def test_secret_collects_every_variable_of_every_carried_version() -> None:
     ]
     outputs = emit.operator_files(providers)
     files = outputs.files
-    secret = yaml.safe_load(files["operator/secrets/infrastructure-docker-variables.yaml"])
+    secret_path = "operator/02-provider-configmaps/secrets/infrastructure-docker-variables.yaml"
+    secret = yaml.safe_load(files[secret_path])
     validate_kubernetes(secret)
     assert secret["stringData"]["ONLY_IN_NEW"] == "z"
     assert "NEW_REQUIRED" not in secret["stringData"]  # unset: commented out
     assert "NEW_REQUIRED" in outputs.missing["InfrastructureProvider docker"]
-    cr = yaml.safe_load(files["operator/providers/01-infrastructure-docker.yaml"])
+    cr = yaml.safe_load(files["operator/04-providers/01-infrastructure-docker.yaml"])
     assert cr["spec"]["configSecret"]["name"] == "infrastructure-docker-variables"
     table = files["operator/variables.md"].decode()
     assert "| `NEW_REQUIRED` | InfrastructureProvider docker | yes |  |" in table
@@ -679,8 +694,8 @@ def test_a_provider_without_variables_gets_no_secret() -> None:
         )
     ]
     files = emit.operator_files(providers).files
-    assert not [p for p in files if p.startswith("operator/secrets/")]
-    cr = yaml.safe_load(files["operator/providers/00-core-cluster-api.yaml"])
+    assert not [p for p in files if "/secrets/" in p]
+    cr = yaml.safe_load(files["operator/03-core-provider/00-core-cluster-api.yaml"])
     assert "configSecret" not in cr["spec"]
     validate_provider(cr)
 

@@ -112,7 +112,82 @@ def test_import_reports_and_status_agree(
         f"{registry.host}/{PREFIX}",
     )
     assert text.returncode == 0
-    assert re.search(r"^Available\s+True\s+AllImagesPresent", text.stdout, re.MULTILINE)
+    assert re.search(r"^Available\s+True\s+AllPresent", text.stdout, re.MULTILINE)
+    # lastTransitionTime moves only with the status (--previous, and import's own report)
+    earlier = {"conditions": [
+        {**report_condition, "lastTransitionTime": "2020-01-02T03:04:05Z"}
+        for report_condition in json.loads((tmp_path / "out/import-report.json").read_text())[
+            "conditions"
+        ]
+    ]}  # fmt: skip
+    earlier["conditions"][2]["status"] = "True"  # Degraded then, not now
+    previous = tmp_path / "previous.json"
+    previous.write_text(json.dumps(earlier))
+    result, document = status(management_bundle, registry.host, "--previous", previous)
+    times = [c["lastTransitionTime"] for c in document["conditions"]]
+    assert times[:2] == ["2020-01-02T03:04:05Z"] * 2 and times[2] != times[0]
+    (tmp_path / "out/import-report.json").write_text(json.dumps(earlier))
+    assert run_import(management_bundle, registry.host, tmp_path / "out").returncode == 0
+    report = json.loads((tmp_path / "out/import-report.json").read_text())
+    assert [c["lastTransitionTime"] == "2020-01-02T03:04:05Z" for c in report["conditions"]] == [
+        True,
+        True,
+        False,
+    ]
+    previous.write_text("[]")
+    args = ["status", management_bundle.path, "--key", management_bundle.key.public]
+    result = run_airgap(*args, "--registry", registry.host, "--previous", previous)
+    assert result.returncode == 2 and result.stderr.startswith("airgap: error: --previous")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_every_artifact_import_built_is_checked_and_a_lost_one_named(
+    management_bundle: ManagementBundle, registry_factory, tmp_path: Path
+) -> None:
+    """Besides the images, import --provider-source oci pushes a manifests image per
+    provider (capi-manifests/LABEL:VERSION) and an OCI artifact per provider version
+    (capi-providers/KEY:VERSION), both built at import time. Status rebuilds them from
+    the bundle alone and asks for them: a manifest lost from the registry's storage
+    (its tag still listed) is Degraded, named; without --provider-source oci the
+    provider artifacts are not expected."""
+    registry: RegistryServer = registry_factory("plain")
+    out = tmp_path / "out"
+    imported = run_import(management_bundle, registry.host, out, "--provider-source", "oci")
+    assert imported.returncode == 0, imported.stderr
+    report = conditions(json.loads((out / "import-report.json").read_text()))
+    images = len(management_bundle.manifest.images)
+    present = f"All {images} images and 8 artifacts present by digest"  # 4 providers, 2 each
+    assert report["Available"]["reason"] == "AllPresent"
+    assert report["Available"]["message"] == present
+    result, document = status(management_bundle, registry.host, "--provider-source", "oci")
+    assert result.returncode == 0, document
+    assert conditions(document)["Available"]["message"] == present
+    core = f"{PREFIX}/capi-manifests/cluster-api"
+    docker = f"{PREFIX}/capi-providers/infrastructure-docker"
+    for repository in (core, docker):
+        raw = skopeo.raw_manifest(f"{repository}:v1.9.4", registry=registry)
+        registry.blob_path(skopeo.digest_of(raw)).unlink()  # the manifest's bytes, lost
+    result, document = status(management_bundle, registry.host, "--provider-source", "oci")
+    assert result.returncode == 1
+    assert_cluster_operator_shape(document)
+    state = conditions(document)
+    assert state["Degraded"]["status"] == "True"
+    assert state["Degraded"]["reason"] == "ArtifactsDamaged"
+    message = state["Degraded"]["message"]
+    host = registry.host
+    for named in (
+        f"manifests image cluster-api:v1.9.4 at {host}/{core}:v1.9.4: tag v1.9.4 is listed",
+        f"provider artifact infrastructure-docker-v1.9.4 at {host}/{docker}:v1.9.4: tag v1.9.4",
+    ):
+        assert named in message, message
+    assert message.count("manifest unknown") == 2
+    assert document["images"] == []
+    kinds = sorted(a["kind"] for a in document["artifacts"])
+    assert kinds == ["manifests image", "provider artifact"]
+    assert state["Progressing"]["status"] == "False"  # nothing to resume: damage
+    result, document = status(management_bundle, registry.host)
+    assert result.returncode == 1
+    assert [a["kind"] for a in document["artifacts"]] == ["manifests image"]
 
 
 def unique_blob(bundle: ManagementBundle) -> tuple[str, str]:
@@ -296,8 +371,11 @@ def test_closure_collects_every_kind_of_reference(
     for path, expected in (
         ("operator/helm/values-airgap.yaml", {operator}),
         ("operator/01-capi-operator/operator-components.yaml", {operator}),
-        ("operator/providers/00-core-cluster-api.yaml", {mirror + "test/app:v1"}),
-        ("operator/configmaps/core-cluster-api-v1.9.4.yaml", {mirror + "test/app:v1"}),
+        ("operator/03-core-provider/00-core-cluster-api.yaml", {mirror + "test/app:v1"}),
+        (
+            "operator/02-provider-configmaps/configmaps/core-cluster-api-v1.9.4.yaml",
+            {mirror + "test/app:v1"},
+        ),
         (
             "clusterctl/infrastructure-docker/v1.9.4/cluster-template-addon.yaml",
             {mirror + "test/dockerlist:v1"},

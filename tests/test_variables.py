@@ -137,7 +137,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def secrets_of(out: Path) -> dict[str, dict[str, Any]]:
     found = {}
-    for path in sorted((out / "operator/secrets").iterdir()):
+    for path in sorted((out / "operator/02-provider-configmaps/secrets").iterdir()):
         secret = yaml.safe_load(path.read_text())
         validate_kubernetes(secret)
         found[path.name] = secret
@@ -197,7 +197,7 @@ def test_values_from_file_and_environment_fill_the_secrets(
         assert data["LOG_LEVEL"] == LOG_VALUE  # the environment beats the file
         assert data["EXP_MACHINE_POOL"] == "true"  # nobody set it: the default
         assert "UNRELATED" not in data  # only the variables the components use
-        path = out / "operator/secrets" / name
+        path = out / "operator/02-provider-configmaps/secrets" / name
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     for path in other_files(out):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
@@ -248,7 +248,8 @@ def test_import_takes_the_same_flag_and_reports_names_only(
     assert result.stderr.count("\n") == 1 and "PROVIDER_CREDENTIALS" in result.stderr
     for name, secret in secrets_of(out).items():
         assert secret["stringData"]["LOG_LEVEL"] == "s3cr3t-log-level"
-        assert stat.S_IMODE((out / "operator/secrets" / name).stat().st_mode) == 0o600
+        secret_file = out / "operator/02-provider-configmaps/secrets" / name
+        assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
     report = json.loads((out / "import-report.json").read_text())
     missing = report["variables_missing"]
     assert missing and all(names == ["PROVIDER_CREDENTIALS"] for names in missing.values())

@@ -8,10 +8,11 @@ From the rewritten content (``mirror.contents``):
   each infrastructure provider's cluster templates beside its components, where
   ``clusterctl generate cluster`` reads flavors and ClusterClasses;
 - ``operator/00-cert-manager/`` and ``operator/01-capi-operator/``: the install steps
-  before the provider objects of ``operator/`` itself, each a kustomization applied
-  server-side, with ``operator/README.md`` saying the order and what to wait for between
-  steps (cert-manager's webhook, the operator's CRDs and webhook), the waits derived
-  from the manifests themselves;
+  before the provider steps ``02-provider-configmaps/``, ``03-core-provider/`` and
+  ``04-providers/`` (``configmaps.emit``), each a kustomization applied server-side,
+  with ``operator/README.md`` saying the order and what to wait for between steps
+  (cert-manager's webhook, the operator's CRDs and webhook, the CoreProvider Ready
+  before the rest), the waits derived from the manifests and CRs themselves;
 - ``operator/helm/``: the operator's chart package as released and a values file that
   points its image at the mirror, for those who install the operator with Helm;
 - ``addons/``: each addon manifest as ConfigMaps and a ClusterResourceSet for workload
@@ -30,7 +31,7 @@ from typing import Any
 
 from airgap.configmaps.addons import addon_files, addons_index
 from airgap.configmaps.charts import chart_files, chart_index, repository_index
-from airgap.configmaps.emit import dump
+from airgap.configmaps.emit import CONFIG_STEP, CORE_STEP, PROVIDER_STEPS, PROVIDERS_STEP, dump
 from airgap.content.kinds import CERT_MANAGER_FILE, OPERATOR_FILE, ContentKind, is_chart
 from airgap.mirror.contents import RewrittenContent
 from airgap.providers.components import parse_components
@@ -38,6 +39,20 @@ from airgap.yamlload import iter_documents
 
 CERT_MANAGER_STEP = "00-cert-manager"
 OPERATOR_STEP = "01-capi-operator"
+_PROVIDER_STEPS = {
+    CONFIG_STEP: "The providers' ConfigMaps and Secrets",
+    CORE_STEP: "The CoreProvider",
+    PROVIDERS_STEP: "The other providers",
+}
+_PROVIDER_NOTES = {
+    CONFIG_STEP: "The Namespaces the providers install into, one labelled ConfigMap per "
+    "provider version (the operator's selector source; none with the OCI source) and each "
+    "provider's variables Secret. Nothing to wait for: they exist once applied.",
+    CORE_STEP: "The operator fetches its components and installs Cluster API's core: wait "
+    "until it is Ready before the other providers, which need its CRDs and webhooks.",
+    PROVIDERS_STEP: "Every other provider: bootstrap, control plane, infrastructure and the "
+    "rest, each waited for until Ready.",
+}
 HELM_DIR = "helm"
 VALUES_FILE = "values-airgap.yaml"
 README = "operator/README.md"
@@ -248,15 +263,22 @@ def readme(steps: list[Step], files: Mapping[str, bytes]) -> bytes:
         lines += ["```", "", step.note, ""]
         if directory == OPERATOR_STEP:
             lines += _helm_lines(files, step)
+    for provider_step in PROVIDER_STEPS:
+        if f"operator/{provider_step}/kustomization.yaml" not in files:
+            continue
+        number += 1
+        title = _PROVIDER_STEPS[provider_step]
+        lines += [f"## {number}. {title} (`operator/{provider_step}/`)", "", "```sh"]
+        lines.append(f"{APPLY} capi-out/operator/{provider_step}")
+        lines += [*_provider_waits(files, provider_step), "```", ""]
+        lines += [_PROVIDER_NOTES[provider_step], ""]
     lines += [
-        f"## {number + 1}. The providers (`operator/`)",
-        "",
-        "Namespaces, the provider ConfigMaps and Secrets, the CoreProvider, then the other",
-        "providers. The operator installs the others once the CoreProvider is ready.",
+        "Steps 3 to 5 can also be applied at once (`operator/kustomization.yaml` names",
+        "them in order): the operator installs the other providers only once the",
+        "CoreProvider is ready, so the last wait is the one that matters.",
         "",
         "```sh",
         f"{APPLY} capi-out/operator",
-        *_provider_waits(files),
         "```",
         "",
     ]
@@ -289,10 +311,14 @@ def _helm_lines(files: Mapping[str, bytes], step: Step) -> list[str]:
     ]
 
 
-def _provider_waits(files: Mapping[str, bytes]) -> list[str]:
+def _provider_waits(files: Mapping[str, bytes], step: str) -> list[str]:
+    """A Ready wait for every provider CR of a step (none for ConfigMaps and Secrets:
+    they exist once applied)."""
     waits: list[str] = []
+    if step == CONFIG_STEP:
+        return waits
     for name in sorted(files):
-        if not (name.startswith("operator/providers/") and name.endswith(".yaml")):
+        if not name.startswith(f"operator/{step}/") or name.endswith("/kustomization.yaml"):
             continue
         for document in iter_documents(files[name].decode(), name):
             if not isinstance(document, dict):

@@ -37,32 +37,59 @@ def chart_repository(target: Target, name: str) -> str:
     return f"{prefix}charts/{name}"
 
 
+@dataclass(frozen=True)
+class ChartArtifact:
+    """A chart package as import pushes it: where, under which tag, which bytes."""
+
+    name: str
+    version: str
+    repository: str  # PREFIX/charts/NAME
+    tag: str
+    artifact: HelmArtifact
+
+
+def chart_artifacts(contents: Iterable[RewrittenContent], target: Target) -> list[ChartArtifact]:
+    """Every chart package of the bundle as an OCI Helm chart (pure, byte-identical for
+    the same bundle): what import pushes, and what ``airgap status`` expects there."""
+    found: list[ChartArtifact] = []
+    for content in contents:
+        if content.kind is not ContentKind.CHARTS:
+            continue
+        for name, data in content.files.items():
+            if not is_chart(name):
+                continue
+            chart = read_chart(data, name)
+            artifact = helm_artifact(
+                chart.metadata, data, content.files.get(name + PROVENANCE_SUFFIX)
+            )
+            found.append(
+                ChartArtifact(
+                    chart.name,
+                    chart.version,
+                    chart_repository(target, chart.name),
+                    oci_tag(chart.version),
+                    artifact,
+                )
+            )
+    return found
+
+
 def push_charts(
     registry: Registry, contents: Iterable[RewrittenContent], target: Target
 ) -> list[PushedChart]:
     pushed: list[PushedChart] = []
     with phases.timed("charts/push"):
-        for content in contents:
-            if content.kind is not ContentKind.CHARTS:
-                continue
-            for name, data in content.files.items():
-                if not is_chart(name):
-                    continue
-                chart = read_chart(data, name)
-                artifact = helm_artifact(
-                    chart.metadata, data, content.files.get(name + PROVENANCE_SUFFIX)
+        for chart in chart_artifacts(contents, target):
+            what = f"push chart {chart.name}"
+            _push(registry, chart.repository, chart.tag, chart.artifact, what)
+            pushed.append(
+                PushedChart(
+                    chart.name,
+                    chart.version,
+                    f"{target.host}/{chart.repository}:{chart.tag}",
+                    chart.artifact.digest,
                 )
-                repository = chart_repository(target, chart.name)
-                tag = oci_tag(chart.version)
-                _push(registry, repository, tag, artifact, f"push chart {chart.name}")
-                pushed.append(
-                    PushedChart(
-                        chart.name,
-                        chart.version,
-                        f"{target.host}/{repository}:{tag}",
-                        artifact.digest,
-                    )
-                )
+            )
     return pushed
 
 

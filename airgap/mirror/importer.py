@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping as AnyMapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,19 +25,31 @@ from airgap.mirror.charts import push_charts
 from airgap.mirror.closure import Closure, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import references as closure_references
-from airgap.mirror.contents import rewrite_contents
+from airgap.mirror.contents import RewrittenContent, rewrite_contents
+from airgap.mirror.expected import attached_artifacts, built_artifacts
 from airgap.mirror.have import have_list
 from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list, publish_all
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
-from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
+from airgap.mirror.outputs import (
+    RewrittenProvider,
+    import_files,
+    json_bytes,
+    rewrite_providers,
+    write_tree,
+)
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
 from airgap.mirror.status import (
     ABSENT,
+    MAX_REPORT_BYTES,
     Condition,
+    Expected,
     ImageState,
     Status,
     conditions_from,
+    from_tree,
     import_conditions,
+    keep_transitions,
+    previous_transitions,
     probe,
     unknown,
     versions,
@@ -252,15 +265,20 @@ def run_import(
             plain_http=plain_http,
         )
         files[COMPONENTS_FILE] = component_list(published)
-    closure = check_closure(options, manifest, mappings, files)
+    built = pushed_artifacts(options, manifest, providers, contents, oci=wants_outputs)
+    closure = check_closure(options, manifest, mappings, files, built)
     dangling = [str(item) for item in closure.dangling]
+    artifacts = len(built) + len(attached.trees)
     result = ImportResult(
         bundle,
         mappings,
         stats,
         time.monotonic() - started,
         missing,
-        conditions=import_conditions(len(mappings), dangling, status_now()),
+        conditions=keep_transitions(
+            import_conditions(len(mappings), artifacts, dangling, status_now()),
+            earlier_report(options.output_dir),
+        ),
         versions=versions(manifest),
         attached=attached,
     )
@@ -270,6 +288,19 @@ def run_import(
     if not closure.closed:  # the outputs and the report are there to look at
         raise AirgapError(describe_failure(closure, str(options.target)))
     return result
+
+
+def earlier_report(output_dir: Path | None) -> dict[str, tuple[str, str]]:
+    """The conditions of the import-report.json an earlier import left in the output
+    directory, if it is there and readable: a condition that did not change keeps its
+    lastTransitionTime. Anything else there is only a hint, and is overwritten."""
+    path = None if output_dir is None else output_dir / "import-report.json"
+    if path is None or not path.is_file():
+        return {}
+    try:
+        return previous_transitions(read_small(path, MAX_REPORT_BYTES, "report"), str(path))
+    except AirgapError:
+        return {}
 
 
 def image_trees(
@@ -316,14 +347,33 @@ def delta_supply(
         return read_manifests(registry, manifest, supply, concurrency=concurrency)
 
 
+def pushed_artifacts(
+    options: ImportOptions,
+    manifest: BundleManifest,
+    providers: list[RewrittenProvider],
+    contents: list[RewrittenContent],
+    *,
+    oci: bool,
+) -> list[Expected]:
+    """The charts, manifests images and, when they were published (``oci``: an import
+    that wrote outputs with ``--provider-source oci``), provider artifacts, rebuilt as
+    ``airgap status`` rebuilds them."""
+    source = options.provider_source if oci else "selector"
+    return built_artifacts(
+        providers, contents, options.target, created=manifest.created, provider_source=source
+    )
+
+
 def check_closure(
     options: ImportOptions,
     manifest: BundleManifest,
     mappings: list[Mapping],
     files: dict[str, bytes],
+    built: Sequence[Expected] = (),
 ) -> Closure:
-    """Every image the written files reference, and every image of the bundle by its
-    digest, asked of the target: what does not resolve there is dangling."""
+    """Every image the written files reference, every image of the bundle by its
+    digest and every artifact import built under its tag, asked of the target: what
+    does not resolve there (or, a tag, to another digest) is dangling."""
     digests = {image.reference: image.digest for image in manifest.images}
     found = closure_references(files)
     expected: dict[str, str] = {}
@@ -332,6 +382,9 @@ def check_closure(
         found.setdefault(mapping.pinned(digest), "the bundle")
         if mapping.target.tag and not mapping.target.digest:
             expected[str(mapping.target)] = digest
+    for item in built:  # the status check's expectation, asked once at the end
+        found.setdefault(item.target, f"the {item.kind} {item.name}")
+        expected[item.target] = item.top.digest
     with phases.timed("import/closure"), options.pool() as pool:
         registry = pool.registry(options.target.host)
         return closure_check(
@@ -352,13 +405,22 @@ def status_and_have(
     keys: list[Ed25519PublicKey] | None,
     options: ImportOptions,
     export_have: Path | None = None,
+    previous: Path | None = None,
 ) -> tuple[Status, HaveList | None]:
     """``airgap status``, and with ``export_have`` the have-list of what the target
-    holds of the bundle's images, written there (``mirror.have``). A registry that
-    cannot be asked makes the conditions Unknown, and fails an export."""
+    holds of the bundle's images, written there (``mirror.have``). Besides the images,
+    every artifact import pushes is asked for (``expected_artifacts``). A registry
+    that cannot be asked makes the conditions Unknown, and fails an export. With
+    ``previous`` (an earlier report), a condition whose status did not change keeps
+    its lastTransitionTime."""
+    earlier: dict[str, tuple[str, str]] = {}
+    if previous is not None:
+        data = read_small(previous, MAX_REPORT_BYTES, "--previous")
+        earlier = previous_transitions(data, f"--previous {previous}")
     bundle, mappings = verified_mappings(bundle_path, keys, options)
     manifest = bundle.require_verified()
     trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
+    artifacts = expected_artifacts(bundle, manifest, mappings, options)
     when = status_now()
     lacking: list[ImageState] = []
     try:
@@ -366,7 +428,8 @@ def status_and_have(
             registry = pool.registry(options.target.host)
             if manifest.delta is not None:
                 trees, lacking = _delta_status(registry, bundle, manifest, mappings, options)
-            states = probe(registry, trees, concurrency=options.concurrency) + lacking
+            items = [from_tree(tree) for tree in trees] + artifacts
+            states = probe(registry, items, concurrency=options.concurrency) + lacking
             listed = None
             if export_have is not None:
                 listed = have_list(
@@ -379,10 +442,26 @@ def status_and_have(
     except AirgapError as exc:
         if export_have is not None:
             raise AirgapError(f"cannot export the have-list to {export_have}: {exc}") from None
-        return Status(unknown(exc, when), versions(manifest)), None
+        return Status(keep_transitions(unknown(exc, when), earlier), versions(manifest)), None
     if export_have is not None and listed is not None:
         write_atomic(export_have, listed.to_bytes())
-    return Status(conditions_from(states, when), versions(manifest), states), listed
+    conditions = keep_transitions(conditions_from(states, when), earlier)
+    return Status(conditions, versions(manifest), states), listed
+
+
+def expected_artifacts(
+    bundle: VerifiedBundle,
+    manifest: BundleManifest,
+    mappings: list[Mapping],
+    options: ImportOptions,
+) -> list[Expected]:
+    """What import pushes besides the images, from the bundle and the options import
+    was run with (``--no-pin``, ``--provider-source``): attached artifacts, charts,
+    manifests images, provider artifacts (``mirror.expected``)."""
+    providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+    contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
+    built = pushed_artifacts(options, manifest, providers, contents, oci=True)
+    return attached_artifacts(attached_trees(bundle, manifest, mappings)) + built
 
 
 def _delta_status(

@@ -2,16 +2,22 @@
 
 ``airgap status`` answers "can this registry serve everything this bundle carries?"
 with the three conditions OpenShift's ClusterOperators report, each ``{type, status
-("True"/"False"/"Unknown"), reason (CamelCase), message, lastTransitionTime}``:
+("True"/"False"/"Unknown"), reason (CamelCase), message, lastTransitionTime}``. What it
+asks about is everything import pushes (``Expected``): every image, what upstream
+attached to them (signatures, attestations, SBOMs), every Helm chart, every provider's
+manifests image and, with ``--provider-source oci``, every provider's OCI artifact;
+those import builds are rebuilt from the bundle (the builders are reproducible), so
+status needs nothing but the bundle and the registry.
 
-- **Available**: every image of the bundle is in the target by digest: its top manifest
+- **Available**: every image and artifact is in the target by digest: its top manifest
   under the tag import pushes (or its digest), every child manifest and every blob;
-- **Progressing**: some images are missing while others, or some of their blobs, are
-  there: an import was interrupted and running it again resumes it (it pushes only
-  what is missing);
+- **Progressing**: some are missing while others, or some of their blobs, are there:
+  an import was interrupted and running it again resumes it (it pushes only what is
+  missing);
 - **Degraded**: something that was there is not any more, or not what it was: a blob
-  or child manifest gone (a registry garbage-collected it), or a tag that names
-  another digest than the bundle's. The message names each image and what it lacks.
+  or child manifest gone (a registry garbage-collected it), a tag the registry lists
+  but whose manifest it no longer serves, or a tag that names another digest than the
+  bundle's. The message names each image or artifact and what it lacks.
 
 The registry is only asked, never changed. A registry that cannot be asked makes all
 three ``Unknown``. ``import`` puts the same conditions in ``import-report.json``, from
@@ -20,16 +26,18 @@ what it pushed and from the closure check.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from airgap import jsonsafe
 from airgap.bundle.format import BundleManifest
-from airgap.errors import AirgapError
-from airgap.mirror.mapping import Mapping
+from airgap.errors import AirgapError, InputError
 from airgap.mirror.push import ImageTree
+from airgap.oci import Descriptor, Manifest
 from airgap.parallel import run_parallel
 from airgap.registry.client import Registry
 from airgap.textfmt import table
@@ -37,6 +45,9 @@ from airgap.textfmt import table
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 COMPLETE, ABSENT, PARTIAL, DAMAGED, MOVED = "complete", "absent", "partial", "damaged", "moved"
 MAX_NAMED = 5  # missing blobs named per image in a message
+IMAGE = "image"
+MAX_REPORT_BYTES = 16 << 20  # an earlier report (--previous): conditions, versions, counts
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 @dataclass(frozen=True)
@@ -58,30 +69,83 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class ImageState:
-    """One image of the bundle as the target holds it."""
+class Expected:
+    """Something import puts in the target, as the bundle determines it: its manifests
+    (children before their index) and blobs, the repository and the reference (a tag,
+    else the top manifest's digest) it is pushed under. Images and what upstream
+    attached to them come from the bundle as they are; charts, manifests images and OCI
+    provider artifacts are rebuilt from it, byte for byte as import builds them."""
 
-    source: str
+    kind: str  # image, chart, manifests image, provider artifact, signature, ...
+    name: str  # how messages name it: the source image, or NAME:VERSION
+    target: str  # HOST/REPOSITORY:TAG, or HOST/REPOSITORY@DIGEST
+    repository: str
+    reference: str
+    manifests: tuple[Manifest, ...]
+    blobs: tuple[Descriptor, ...]
+
+    @property
+    def top(self) -> Manifest:
+        return self.manifests[-1]
+
+
+def from_tree(tree: ImageTree, kind: str = IMAGE, name: str | None = None) -> Expected:
+    """An image (or an artifact attached to one) as its push tree has it."""
+    target = tree.mapping.target
+    shown = str(target) if target.tag or target.digest else f"{target}@{tree.top.digest}"
+    return Expected(
+        kind,
+        name or str(tree.mapping.source),
+        shown,
+        target.repository,
+        tree.reference,
+        tuple(tree.manifests),
+        tuple(tree.blobs),
+    )
+
+
+def from_manifest(
+    kind: str, name: str, host: str, repository: str, tag: str, manifest: Manifest
+) -> Expected:
+    """An artifact of one manifest (a chart, a manifests image, a provider artifact)."""
+    shown = f"{host}/{repository}:{tag}"
+    return Expected(kind, name, shown, repository, tag, (manifest,), tuple(manifest.blobs()))
+
+
+@dataclass(frozen=True)
+class ImageState:
+    """One image or artifact of the bundle as the target holds it."""
+
+    source: str  # an image's source reference; an artifact's name
     target: str
     state: str  # complete, absent, partial, damaged, moved
     detail: str = ""
+    kind: str = IMAGE
 
     def to_json(self) -> dict[str, str]:
-        return {
+        found = {
             "source": self.source,
             "target": self.target,
             "state": self.state,
             "detail": self.detail,
         }
+        return found if self.kind == IMAGE else {"kind": self.kind, **found}
+
+    def describe(self) -> str:
+        """How a message names it and what it lacks."""
+        if self.kind == IMAGE:
+            return f"{self.target} ({self.source}): {self.detail}"
+        return f"{self.kind} {self.source} at {self.target}: {self.detail}"
 
 
 @dataclass(frozen=True)
 class Status:
-    """Conditions, versions and per-image states of one mirror against one bundle."""
+    """Conditions, versions and per-image and per-artifact states of one mirror against
+    one bundle."""
 
     conditions: list[Condition]
     versions: list[dict[str, str]]
-    images: list[ImageState] = field(default_factory=list)
+    states: list[ImageState] = field(default_factory=list)
 
     def condition(self, kind: str) -> Condition:
         return next(c for c in self.conditions if c.type == kind)
@@ -94,15 +158,57 @@ class Status:
         )
 
     def to_json(self) -> dict[str, Any]:
+        incomplete = [s for s in self.states if s.state != COMPLETE]
         return {
             "conditions": [c.to_json() for c in self.conditions],
             "versions": self.versions,
-            "images": [i.to_json() for i in self.images if i.state != COMPLETE],
+            "images": [s.to_json() for s in incomplete if s.kind == IMAGE],
+            "artifacts": [s.to_json() for s in incomplete if s.kind != IMAGE],
         }
 
 
 def now() -> str:
     return datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def previous_transitions(data: bytes, where: str) -> dict[str, tuple[str, str]]:
+    """Condition type -> (status, lastTransitionTime) from an earlier report: an
+    ``import-report.json`` or the output of ``status --format json``. Entries of another
+    shape are skipped; a document without ``conditions`` is an error naming ``where``."""
+    document = jsonsafe.loads(data, where, max_bytes=MAX_REPORT_BYTES, unique_keys=False)
+    conditions = document.get("conditions") if isinstance(document, dict) else None
+    if not isinstance(conditions, list):
+        raise InputError(
+            f"{where}: no conditions list (an import-report.json or status --format json)"
+        )
+    found: dict[str, tuple[str, str]] = {}
+    for entry in conditions:
+        if not isinstance(entry, dict):
+            continue
+        kind, status = entry.get("type"), entry.get("status")
+        when = entry.get("lastTransitionTime")
+        if (
+            isinstance(kind, str)
+            and isinstance(status, str)
+            and isinstance(when, str)
+            and _TIMESTAMP.fullmatch(when)
+        ):
+            found[kind] = (status, when)
+    return found
+
+
+def keep_transitions(
+    conditions: Sequence[Condition], previous: Mapping[str, tuple[str, str]]
+) -> list[Condition]:
+    """The ClusterOperator convention: ``lastTransitionTime`` is when the status last
+    changed, so a condition whose status is what the earlier report said keeps that
+    report's time; the others (changed, or not reported before) get the check's."""
+    return [
+        replace(c, last_transition_time=previous[c.type][1])
+        if c.type in previous and previous[c.type][0] == c.status
+        else c
+        for c in conditions
+    ]
 
 
 def versions(manifest: BundleManifest) -> list[dict[str, str]]:
@@ -121,58 +227,55 @@ def versions(manifest: BundleManifest) -> list[dict[str, str]]:
 
 
 def probe(
-    registry: Registry, trees: Sequence[ImageTree], *, concurrency: int = 8
+    registry: Registry, expected: Sequence[Expected], *, concurrency: int = 8
 ) -> list[ImageState]:
-    """The state of every image tree in the target (HEAD requests only)."""
-    jobs = [partial(_probe_one, registry, tree) for tree in trees]
+    """The state of every image and artifact in the target (HEAD requests only, and a
+    tag listing for a tag whose manifest is not served)."""
+    jobs = [partial(_probe_one, registry, item) for item in expected]
     return run_parallel(jobs, concurrency)
 
 
-def _probe_one(registry: Registry, tree: ImageTree) -> ImageState:
-    mapping: Mapping = tree.mapping
-    target = mapping.target
-    repository, top = target.repository, tree.top
-    source, shown = str(mapping.source), str(target)
-    what = f"status of {shown}"
-    served = registry.manifest_digest(repository, tree.reference, what=what)
+def _probe_one(registry: Registry, item: Expected) -> ImageState:
+    repository, top, reference = item.repository, item.top, item.reference
+    state = partial(ImageState, item.name, item.target, kind=item.kind)
+    what = f"status of {item.target}"
+    served = registry.manifest_digest(repository, reference, what=what)
     if served is not None and served != top.digest:
-        return ImageState(
-            source,
-            shown,
-            MOVED,
-            f"tag {tree.reference} names {served}, the bundle holds {top.digest}",
-        )
-    missing = _missing(registry, tree, what)
+        return state(MOVED, f"tag {reference} names {served}, the bundle holds {top.digest}")
+    missing = _missing(registry, item, what)
     if served is None:
-        if tree.reference != top.digest and registry.manifest_digest(
-            repository, top.digest, what=what
-        ):
-            return ImageState(source, shown, DAMAGED, f"tag {tree.reference} is missing")
-        present = len(tree.blobs) + len(tree.manifests) - 1 - len(missing)
-        return ImageState(
-            source,
-            shown,
-            PARTIAL if present else ABSENT,
-            f"{present} of {len(tree.blobs) + len(tree.manifests) - 1} parts there",
-        )
+        if reference != top.digest:
+            if registry.manifest_digest(repository, top.digest, what=what):
+                return state(DAMAGED, f"tag {reference} is missing")
+            if registry.has_tag(repository, reference, what=what):
+                # a push writes the manifest before its tag: a listed tag whose
+                # manifest is not served is a loss, not an import still to come
+                return state(
+                    DAMAGED,
+                    f"tag {reference} is listed but its manifest {top.digest} is not "
+                    "served: manifest unknown",
+                )
+        parts = len(item.blobs) + len(item.manifests) - 1
+        present = parts - len(missing)
+        return state(PARTIAL if present else ABSENT, f"{present} of {parts} parts there")
     if missing:
         named = ", ".join(missing[:MAX_NAMED])
         more = f" and {len(missing) - MAX_NAMED} more" if len(missing) > MAX_NAMED else ""
-        return ImageState(source, shown, DAMAGED, f"missing {named}{more}")
-    return ImageState(source, shown, COMPLETE)
+        return state(DAMAGED, f"missing {named}{more}")
+    return state(COMPLETE)
 
 
-def _missing(registry: Registry, tree: ImageTree, what: str) -> list[str]:
-    """Child manifests and blobs of an image the target does not hold."""
-    repository = tree.mapping.target.repository
+def _missing(registry: Registry, item: Expected, what: str) -> list[str]:
+    """Child manifests and blobs of an image or artifact the target does not hold."""
+    repository = item.repository
     missing = [
         f"manifest {m.digest}"
-        for m in tree.manifests[:-1]
+        for m in item.manifests[:-1]
         if registry.manifest_digest(repository, m.digest, what=what) is None
     ]
     missing += [
         f"blob {blob.digest}"
-        for blob in tree.blobs
+        for blob in item.blobs
         if registry.blob_size(repository, blob.digest, what=what) is None
     ]
     return missing
@@ -181,8 +284,31 @@ def _missing(registry: Registry, tree: ImageTree, what: str) -> list[str]:
 # --- conditions ------------------------------------------------------------------------------
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def counted(images: int, artifacts: int) -> str:
+    """``12 images and 7 artifacts``; the artifacts left out when there are none."""
+    if not artifacts:
+        return _plural(images, "image")
+    if not images:
+        return _plural(artifacts, "artifact")
+    return f"{_plural(images, 'image')} and {_plural(artifacts, 'artifact')}"
+
+
+def _counted(states: Sequence[ImageState]) -> str:
+    images = sum(1 for s in states if s.kind == IMAGE)
+    return counted(images, len(states) - images)
+
+
+def _what(states: Sequence[ImageState]) -> str:
+    """``Images`` when an image is among ``states``, else ``Artifacts`` (for reasons)."""
+    return "Images" if any(s.kind == IMAGE for s in states) else "Artifacts"
+
+
 def conditions_from(states: Sequence[ImageState], when: str) -> list[Condition]:
-    """Available, Progressing and Degraded from the images' states."""
+    """Available, Progressing and Degraded from the states of the images and artifacts."""
     total = len(states)
     by_state: dict[str, list[ImageState]] = {}
     for state in states:
@@ -191,24 +317,21 @@ def conditions_from(states: Sequence[ImageState], when: str) -> list[Condition]:
     missing = by_state.get(ABSENT, []) + by_state.get(PARTIAL, [])
     damaged = by_state.get(DAMAGED, []) + by_state.get(MOVED, [])
     something_there = complete or by_state.get(PARTIAL) or damaged
+    everything = _counted(states)
     if complete == total:
         available = Condition(
-            "Available", TRUE, "AllImagesPresent", f"All {total} images present by digest", when
+            "Available", TRUE, "AllPresent", f"All {everything} present by digest", when
         )
     elif not something_there:
         available = Condition(
-            "Available",
-            FALSE,
-            "NotImported",
-            f"None of the {total} images is in the registry",
-            when,
+            "Available", FALSE, "NotImported", f"None of the {everything} is in the registry", when
         )
     else:
         available = Condition(
             "Available",
             FALSE,
-            "ImagesDamaged" if damaged else "ImagesMissing",
-            f"{total - complete} of {total} images not usable",
+            _what(damaged) + "Damaged" if damaged else _what(missing) + "Missing",
+            f"{total - complete} of {everything} not usable",
             when,
         )
     if missing and something_there:
@@ -216,19 +339,19 @@ def conditions_from(states: Sequence[ImageState], when: str) -> list[Condition]:
             "Progressing",
             TRUE,
             "ImportInterrupted",
-            f"Import interrupted, {len(missing)} images to go: run it again",
+            f"Import interrupted, {len(missing)} to go: run it again",
             when,
         )
     else:
         progressing = Condition("Progressing", FALSE, "AsExpected", "No import to resume", when)
     if damaged:
-        reason = "TagsMoved" if all(s.state == MOVED for s in damaged) else "ImagesDamaged"
-        detail = "; ".join(f"{s.target} ({s.source}): {s.detail}" for s in damaged)
+        moved = all(s.state == MOVED for s in damaged)
         degraded = Condition(
             "Degraded",
             TRUE,
-            reason,
-            f"{len(damaged)} of {total} images damaged in the registry: {detail}",
+            "TagsMoved" if moved else _what(damaged) + "Damaged",
+            f"{_counted(damaged)} of {everything} damaged in the registry: "
+            + "; ".join(s.describe() for s in damaged),
             when,
         )
     else:
@@ -245,16 +368,20 @@ def unknown(error: AirgapError, when: str) -> list[Condition]:
     ]
 
 
-def import_conditions(images: int, dangling: Sequence[str], when: str) -> list[Condition]:
+def import_conditions(
+    images: int, artifacts: int, dangling: Sequence[str], when: str
+) -> list[Condition]:
     """The conditions an import that pushed everything reports: Available unless the
-    closure check found references that do not resolve (then Degraded names them)."""
+    closure check (every image and artifact pushed, and every reference of the written
+    files, asked of the target by digest) found some that do not resolve (then Degraded
+    names them)."""
     if not dangling:
         return [
             Condition(
                 "Available",
                 TRUE,
-                "AllImagesPresent",
-                f"All {images} images present by digest",
+                "AllPresent",
+                f"All {counted(images, artifacts)} present by digest",
                 when,
             ),
             Condition("Progressing", FALSE, "AsExpected", "Import complete", when),
@@ -280,20 +407,20 @@ def import_conditions(images: int, dangling: Sequence[str], when: str) -> list[C
 
 
 def status_text(status: Status, bundle: str, target: str) -> str:
-    """The human report: the conditions, then every image that is not complete."""
-    parts = [f"{bundle} against {target}: {len(status.images)} images"]
+    """The human report: the conditions, then every image or artifact not complete."""
+    parts = [f"{bundle} against {target}: {_counted(status.states)}"]
     parts.append(
         table(
             ["CONDITION", "STATUS", "REASON", "MESSAGE"],
             [[c.type, c.status, c.reason, c.message] for c in status.conditions],
         )
     )
-    incomplete = [image for image in status.images if image.state != COMPLETE]
+    incomplete = [item for item in status.states if item.state != COMPLETE]
     if incomplete:
         parts.append(
             table(
-                ["IMAGE", "STATE", "DETAIL"],
-                [[image.target, image.state, image.detail] for image in incomplete],
+                ["KIND", "TARGET", "STATE", "DETAIL"],
+                [[item.kind, item.target, item.state, item.detail] for item in incomplete],
             )
         )
     shown = ", ".join(f"{v['name']} {v['version']}" for v in status.versions)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
@@ -308,6 +309,38 @@ class Registry:
         if response is None:
             return None
         return response.headers.get("Docker-Content-Digest") or None
+
+    def list_tags(self, repository: str, *, what: str) -> list[str]:
+        """``GET /v2/NAME/tags/list``, every page (``Link: rel="next"``), at most
+        ``MAX_REFERRER_PAGES`` pages of 1,000; an unknown repository (404) has none."""
+        url = f"{repository}/tags/list?n=1000"
+        found: list[str] = []
+        for _ in range(MAX_REFERRER_PAGES):
+            response = self._send(
+                "GET",
+                url,
+                (repository_scope(repository, "pull"),),
+                what=what,
+                missing_ok=True,
+                body_limit=MAX_MANIFEST_BYTES,
+            )
+            if response is None:
+                return found
+            found += _tags(response, f"{what}: registry {self.display_name}")
+            link = _next_link(response.headers.get("Link", ""))
+            if not link:
+                return found
+            url = self._location(link)
+        raise AirgapError(
+            f"{what}: registry {self.display_name} pages the tags of {repository} over "
+            f"more than {MAX_REFERRER_PAGES} answers"
+        )
+
+    def has_tag(self, repository: str, tag: str, *, what: str) -> bool:
+        """Whether the tag listing names ``tag``: a registry lists a tag whose manifest
+        it lost (its blob or revision gone), which tells that loss apart from a manifest
+        never pushed."""
+        return tag in self.list_tags(repository, what=what)
 
     def put_manifest(
         self, repository: str, reference: str, manifest: Manifest, *, what: str
@@ -617,6 +650,20 @@ class Registry:
         )
         assert response is not None
         response.close()
+
+
+def _tags(response: httpx.Response, who: str) -> list[str]:
+    """The ``tags`` of a tags/list answer; anything else is the registry's error."""
+    try:
+        document = json.loads(response.content)
+    except ValueError:
+        document = None
+    tags = document.get("tags") if isinstance(document, dict) else None
+    if tags is None and isinstance(document, dict):
+        return []  # a repository without tags answers {"name": ..., "tags": null}
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise AirgapError(f"{who} answered tags/list with something else than a tag list")
+    return tags
 
 
 def _next_link(header: str) -> str | None:

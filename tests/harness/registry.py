@@ -261,6 +261,12 @@ class RegistryServer:
             + self.log_tail()
         )
 
+    def blob_path(self, digest: str) -> Path:
+        """Where the filesystem driver keeps a blob's (or a manifest's) bytes: deleting
+        the file is what a garbage collection or a failing disk does."""
+        hexpart = digest.split(":", 1)[1]
+        return self.storage_dir / f"docker/registry/v2/blobs/sha256/{hexpart[:2]}/{hexpart}/data"
+
     def log_tail(self, lines: int = 30) -> str:
         """Last lines of the registry log, for error messages."""
         try:
