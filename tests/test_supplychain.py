@@ -865,8 +865,7 @@ def test_serve_answers_cosign_lookups_of_carried_artifacts(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
     """``airgap serve`` answers where cosign and OCI 1.1 clients look: the tags
-    ``sha256-HEX.sig|.att`` and the referrers tag ``sha256-HEX`` (serve has no referrers
-    API: its 404 sends clients to that tag)."""
+    ``sha256-HEX.sig|.att``, the referrers API and the referrers tag ``sha256-HEX``."""
     bundle, manifest = _collect(tmp_path, signing_key, [upstream.ref("signed/app:v1")])
     served = Served(bundle, "--key", signing_key.public)
     try:
@@ -892,6 +891,10 @@ def test_serve_answers_cosign_lookups_of_carried_artifacts(
         assert [(m["digest"], m["artifactType"]) for m in listing["manifests"]] == [
             (upstream.sbom.digest, SPDX)
         ]
+        api = httpx.get(f"{served.url}/v2/signed/app/referrers/{upstream.app.digest}")
+        assert api.status_code == 200 and api.json() == listing
+        none = httpx.get(f"{served.url}/v2/signed/app/referrers/sha256:{'0' * 64}")
+        assert none.status_code == 200 and none.json()["manifests"] == []
         tags = json.loads(
             skopeo.run(["list-tags", *flags, f"docker://{served.address}/signed/app"])
         )["Tags"]

@@ -17,8 +17,8 @@ mirror work:
 Tags come from the bundle's signed image references (a tag-only reference owns its tag
 over one pinned by digest, as import pushes them); manifests are the exact bytes the
 bundle stores, with their own media type; a repository serves the manifests and blobs
-of its images only, and what upstream attached to them under the names cosign and OCI
-1.1 clients look for (``sha256-HEX.sig``, ``.att``, ``.sbom``; the referrers tag).
+of its images only, and what upstream attached to them where cosign and OCI 1.1
+clients look (``sha256-HEX.sig``, ``.att``, ``.sbom``; the referrers API and tag).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Repository:
     tags: dict[str, str] = field(default_factory=dict)  # tag -> manifest digest
     manifests: set[str] = field(default_factory=set)
     blobs: set[str] = field(default_factory=set)
+    referrers: dict[str, str] = field(default_factory=dict)  # subject -> its listing's digest
 
     @property
     def full_name(self) -> str:
@@ -89,6 +90,9 @@ class Catalog:
         return sorted(self.full)
 
 
+EMPTY_REFERRERS = json.dumps(
+    {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}, separators=(",", ":")
+).encode()
 Read = Callable[[str], bytes]  # a verified member's bytes, by member name
 
 
@@ -112,10 +116,10 @@ def build_catalog(manifest: BundleManifest, read: Read, carried: set[str]) -> Ca
 
 def _attached(catalog: Catalog, manifest: BundleManifest, read: Read, carried: set[str]) -> None:
     """Signatures, attestations and SBOMs next to their subjects, as import pushes them:
-    cosign's ``sha256-HEX.sig|.att|.sbom`` tags, and for referrers the referrers tag
-    ``sha256-HEX`` holding an index of their descriptors (serve has no referrers API, so
-    clients fall back to that tag, as the distribution spec tells them to). Those
-    attached to a source index a platform filter rewrote have no subject here."""
+    cosign's ``sha256-HEX.sig|.att|.sbom`` tags, and for referrers an index of their
+    descriptors, answered by the referrers API and held by the referrers tag
+    ``sha256-HEX`` (for clients that only know the tag schema). Those attached to a
+    source index a platform filter rewrote have no subject here."""
     images = {image.reference: image for image in manifest.images}
     listed: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for artifact in manifest.artifacts:
@@ -141,8 +145,10 @@ def _attached(catalog: Catalog, manifest: BundleManifest, read: Read, carried: s
         data = json.dumps(index, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         catalog.manifests[digest] = StoredManifest(digest, OCI_INDEX, data)
-        catalog.full[name].manifests.add(digest)
-        catalog.full[name].tags.setdefault(referrers_tag(subject), digest)
+        repository = catalog.full[name]
+        repository.manifests.add(digest)
+        repository.tags.setdefault(referrers_tag(subject), digest)
+        repository.referrers[subject] = digest
 
 
 def _repository(catalog: Catalog, reference: Reference) -> Repository:

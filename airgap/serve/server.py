@@ -29,13 +29,15 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from airgap import __version__
 from airgap.bundle.source import BundleSource
-from airgap.serve.catalog import AmbiguousName, Catalog, Repository
+from airgap.names import digest_problem
+from airgap.oci import OCI_INDEX
+from airgap.serve.catalog import EMPTY_REFERRERS, AmbiguousName, Catalog, Repository
 from airgap.serve.ranges import Unsatisfiable, parse_range
 
 MAX_CONNECTIONS = 128  # connections served at once; more wait in the listen queue
 IDLE_TIMEOUT = 60.0  # seconds a connection may sit without sending or taking a byte
 TLS_CHUNK = 256 << 10
-_ROUTES = ("manifests", "blobs", "tags")
+_ROUTES = ("manifests", "blobs", "tags", "referrers")
 _ALLOWED = "GET, HEAD"
 
 
@@ -109,8 +111,9 @@ def _current_error() -> str:
 
 class RegistryHandler(BaseHTTPRequestHandler):
     """The routes: ``/v2/``, ``/v2/_catalog``, ``/v2/NAME/tags/list``,
-    ``/v2/NAME/manifests/REFERENCE`` and ``/v2/NAME/blobs/DIGEST`` (GET and HEAD);
-    every write method is ``405 UNSUPPORTED``."""
+    ``/v2/NAME/manifests/REFERENCE``, ``/v2/NAME/blobs/DIGEST`` and
+    ``/v2/NAME/referrers/DIGEST`` (GET and HEAD); every write method is
+    ``405 UNSUPPORTED``."""
 
     protocol_version = "HTTP/1.1"
     server_version = f"airgap/{__version__}"
@@ -177,6 +180,8 @@ class RegistryHandler(BaseHTTPRequestHandler):
             self._manifest(repository, reference, head)
         elif kind == "blobs":
             self._blob(repository, reference, head)
+        elif kind == "referrers":
+            self._referrers(repository, reference, head)
         elif reference == "list":
             tags = sorted(repository.tags)
             self._listing(f"/v2/{name}/tags/list", "tags", {"name": name}, tags, query, head)
@@ -206,6 +211,17 @@ class RegistryHandler(BaseHTTPRequestHandler):
             return
         headers = {"Docker-Content-Digest": stored.digest, "ETag": f'"{stored.digest}"'}
         self._reply(200, stored.data, stored.media_type, head, headers)
+
+    def _referrers(self, repository: Repository, digest: str, head: bool) -> None:
+        """The referrers API (distribution spec 1.1): the listing the referrers tag holds,
+        or an empty index for a digest nothing refers to."""
+        if digest_problem(digest):
+            self._error(400, "DIGEST_INVALID", "invalid digest", head, {"digest": digest})
+            return
+        listing = repository.referrers.get(digest)
+        stored = self.server.content.catalog.manifests.get(listing or "")
+        data = stored.data if stored is not None else EMPTY_REFERRERS
+        self._reply(200, data, OCI_INDEX, head, {})
 
     def _blob(self, repository: Repository, digest: str, head: bool) -> None:
         content = self.server.content
