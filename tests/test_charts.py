@@ -131,7 +131,7 @@ def test_spec_reads_charts(tmp_path: Path) -> None:
         ),
         ("charts:\n  - {repo: 'https://x/', version: 1.0.0}\n", 2, "charts[0].name: missing"),
         ("charts:\n  - {oci: 'https://x/a', version: 1.0.0}\n", 2, "invalid OCI chart"),
-        ("charts:\n  - {oci: 'oci://x/a', version: ^1.0}\n", 2, "needs an exact version"),
+        ("charts:\n  - {oci: 'oci://x/a', version: '>=one'}\n", 2, "invalid version constraint"),
         ("charts:\n  - {oci: 'oci://x/a', version: 1.0.0, caFile: ca.pem}\n", 2, "registries:"),
         (
             "charts:\n  - {repo: 'https://x/', name: a, version: 1.0.0, caFile: no.pem}\n",
@@ -500,6 +500,31 @@ def test_a_provenance_for_another_package_fails_collect(
     spec.write_text(f"charts:\n  - {{repo: '{url}', name: lib, version: 1.0.0}}\n")
     result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
     assert_clean_failure(result, 1, "chart lib 1.0.0: lib-1.0.0.tgz.prov: promises sha256:")
+
+
+def test_an_oci_chart_by_constraint_takes_the_highest_matching_tag(
+    tmp_path: Path, plain_registry: RegistryServer, signing_key: SigningKey
+) -> None:
+    repository = f"{plain_registry.host}/helm/ranged"
+    pushed: dict[str, bytes] = {}
+    for version in ("0.3.0", "0.4.0", "0.4.1+build.1", "0.4.2-rc.1", "1.0.0"):
+        chart_yaml = f"apiVersion: v2\nname: ranged\nversion: {version}\n"
+        pushed[version] = package("ranged", {"Chart.yaml": chart_yaml})
+        push_chart(tmp_path, repository, pushed[version])
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"charts:\n  - {{oci: 'oci://{repository}', version: '~0.4'}}\n")
+    output = tmp_path / "ranged.tar"
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output)
+    assert result.returncode == 0, result.stderr
+    (record,) = bundle_manifest(output)["contents"]
+    # the highest tag meeting ~0.4, read back with '_' as '+'; no pre-release
+    assert (record["name"], record["version"]) == ("ranged", "0.4.1+build.1")
+    with tarfile.open(output) as archive:
+        member = archive.extractfile("charts/ranged/0.4.1+build.1/ranged-0.4.1_build.1.tgz")
+        assert member is not None and member.read() == pushed["0.4.1+build.1"]
+    spec.write_text(f"charts:\n  - {{oci: 'oci://{repository}', version: '^2.0'}}\n")
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
+    assert_clean_failure(result, 1, "'^2.0'", "no tag matches", "0.4.1+build.1, 0.4.2-rc.1")
 
 
 def test_a_keyring_verifies_the_provenance_signature(

@@ -344,12 +344,6 @@ class _SpecReader:
                         f"{where}.caFile",
                         "an OCI chart's registry takes its CA from registries: HOST: {caFile}",
                     )
-                if version_problem(version):
-                    raise self.error(
-                        keys["version"][1],
-                        f"{where}.version",
-                        f"invalid version {version!r} (an OCI chart needs an exact version)",
-                    )
                 location = ChartLocation(oci=oci)
             else:
                 repo = self.required_string(node, keys, where, "repo")
@@ -362,11 +356,11 @@ class _SpecReader:
                 problem = provider_name_problem(name)
                 if problem:
                     raise self.error(keys["name"][1], f"{where}.name", problem)
-                try:
-                    satisfies("0.0.0", version)
-                except InputError as exc:
-                    raise self.error(keys["version"][1], f"{where}.version", str(exc)) from None
                 location = ChartLocation(repo=repo)
+            try:  # an exact version or a Helm constraint (OCI: matched against the tags)
+                satisfies("0.0.0", version)
+            except InputError as exc:
+                raise self.error(keys["version"][1], f"{where}.version", str(exc)) from None
             ca_file = self.ca_file(keys, where)
             images = self.images(keys.get("images"), f"{where}.images")
             identity = (name, version)

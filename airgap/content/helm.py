@@ -37,7 +37,7 @@ import httpx
 
 from airgap import http
 from airgap.content.chart import Chart, read_chart
-from airgap.content.constraints import best
+from airgap.content.constraints import best, satisfies
 from airgap.content.kinds import (
     CHART_SUFFIX,
     PROVENANCE_SUFFIX,
@@ -50,6 +50,7 @@ from airgap.content.provenance import check_provenance
 from airgap.errors import AirgapError, InputError, NotFoundError, TLSError
 from airgap.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
+from airgap.providers.semver import try_parse
 from airgap.providers.sources import SingleFileSource, download
 from airgap.redact import redact_url
 from airgap.registry.pool import RegistryPool
@@ -400,20 +401,18 @@ def _section(text: str, name: str) -> str | None:
 def _oci_package(
     source: ChartSource, reference: str, version: str, staging: Path
 ) -> tuple[Path, Path | None]:
-    """The chart package (and provenance) Helm pushed to ``oci://HOST/PATH`` at tag
-    ``version``; an exact version only (a constraint would need the tag list)."""
+    """The chart package (and provenance) Helm pushed to ``oci://HOST/PATH`` at the tag
+    of ``version``, an exact version or a constraint (then read from the tag list)."""
     if source.pools is None:
         raise InputError(f"{reference}: no registry access to fetch an OCI chart")
     parts = urlsplit(reference)
     host, repository = parts.netloc, parts.path.strip("/")
     if not host or not repository or parts.query or parts.fragment:
         raise InputError(f"invalid OCI chart reference {reference[:200]!r}")
-    if version_problem(version):
-        raise InputError(f"{reference}: an OCI chart needs an exact version, not {version[:80]!r}")
-    tag = version.replace("+", "_")  # OCI tags cannot hold '+': Helm writes '_'
-    what = f"chart {reference}:{version}"
     with source.pools() as pool:
         registry = pool.registry(host)
+        tag = _oci_tag(registry, reference, repository, version)
+        what = f"chart {reference}:{tag.replace('_', '+')}"
         manifest = registry.get_manifest(repository, tag, what=what)
         blobs = manifest.blobs()
         config = manifest.json.get("config")
@@ -431,6 +430,23 @@ def _oci_package(
             prov = package.with_name(package.name + PROVENANCE_SUFFIX)
             _blob(registry, repository, provs[0].digest, provs[0].size, prov, what)
     return package, prov
+
+
+def _oci_tag(registry: Any, reference: str, repository: str, version: str) -> str:
+    """The tag to pull: an exact version's own (``+`` written ``_``, as Helm pushes it,
+    OCI tags cannot hold ``+``), else the highest tag meeting the constraint, tags read
+    back with ``_`` as ``+``, as Helm's ``GetTagMatchingVersionOrConstraint`` picks."""
+    if try_parse(version) is not None and not version_problem(version):
+        return version.replace("+", "_")
+    satisfies("0.0.0", version)  # an InputError for what is no constraint either
+    what = f"chart {reference} {version!r}"
+    tags: list[str] = registry.list_tags(repository, what=what)
+    versions = {tag.replace("_", "+"): tag for tag in tags if try_parse(tag.replace("_", "+"))}
+    chosen = best(versions, version)
+    if chosen is None:
+        shown = ", ".join(sorted(versions)[:10]) or "none"
+        raise NotFoundError(f"{what}: no tag matches (versions: {shown})", 404)
+    return versions[chosen]
 
 
 def _blob(registry: Any, repository: str, digest: str, size: int, path: Path, what: str) -> None:
