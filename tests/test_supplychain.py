@@ -542,6 +542,10 @@ def test_import_uses_the_referrers_api_where_the_target_has_it(
         sig = next(a for a in manifest.artifacts if a.kind == "signature")
         stored = server.repositories["mirror/signed/app"]
         assert stored.tags[str(sig.tag)] == sig.digest  # cosign's tag, the same digest
+        # status finds the SBOM listed by the referrers API
+        status = ["status", bundle, "--key", signing_key.public, "--registry"]
+        result = run_airgap(*status, f"{server.host}/mirror")
+        assert result.returncode == 0, result.stdout + result.stderr
     finally:
         server.stop()
 
@@ -550,8 +554,9 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
     """Signatures, attestations and SBOMs are artifacts of the bundle: status finds them
-    where import put them (Available), and a signature whose manifest the registry lost
-    (its cosign tag still listed) is Degraded, named."""
+    where import put them (Available); a signature whose manifest the registry lost (its
+    cosign tag still listed) and an SBOM no longer listed among its subject's referrers
+    (the referrers tag's index lost) are Degraded, named."""
     image = upstream.ref("signed/app:v1")
     bundle, manifest = _collect(tmp_path, signing_key, [image])
     target = registry_factory("plain")
@@ -563,12 +568,16 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     assert available["message"] == "All 1 image and 3 artifacts present by digest"
     sig = next(a for a in manifest.artifacts if a.kind == "signature" and a.via == "tag")
     target.blob_path(sig.digest).unlink()
+    listing = f"mirror/signed/app:sha256-{upstream.app.digest[7:]}"
+    target.blob_path(skopeo.digest_of(skopeo.raw_manifest(listing, registry=target))).unlink()
     result = run_airgap(*args, "--format", "json")
     assert result.returncode == 1
     degraded = json.loads(result.stdout)["conditions"][2]
     assert degraded["reason"] == "ArtifactsDamaged"
     where = f"signature {image} at {target.host}/mirror/signed/app:{sig.tag}: tag {sig.tag} is"
     assert where in degraded["message"], degraded["message"]
+    sbom = f"sbom {image} at {target.host}/mirror/signed/app@{upstream.sbom.digest}: not listed"
+    assert sbom in degraded["message"], degraded["message"]
 
 
 def test_verify_refuses_artifact_records_that_do_not_hold(

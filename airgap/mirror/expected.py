@@ -32,15 +32,18 @@ CHART, MANIFESTS_IMAGE, PROVIDER_ARTIFACT = "chart", "manifests image", "provide
 
 def attached_artifacts(plan: AttachedPlan) -> list[Expected]:
     """Signatures, attestations and SBOMs as import pushes them next to their subjects:
-    under cosign's tag (``sha256-HEX.sig``) or, a referrer, by digest."""
-    kinds = {id(tree): record.kind for tree, record in plan.referrers}
+    under cosign's tag (``sha256-HEX.sig``) or, a referrer, by digest and listed among
+    its subject's referrers."""
+    referrers = {id(tree): record for tree, record in plan.referrers}
     found = []
     for tree in plan.trees:
-        kind = kinds.get(id(tree))
-        if kind is None:
-            parsed = parse_tag(tree.mapping.target.tag or "")
-            kind = (parsed[1] if parsed and parsed[1] else Kind.OTHER).value
-        found.append(from_tree(tree, kind))
+        record = referrers.get(id(tree))
+        if record is not None:  # by digest, listed for its subject
+            found.append(from_tree(tree, record.kind, subject=record.subject))
+            continue
+        parsed = parse_tag(tree.mapping.target.tag or "")
+        kind = parsed[1] if parsed and parsed[1] else Kind.OTHER
+        found.append(from_tree(tree, kind.value))
     return found
 
 

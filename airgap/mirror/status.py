@@ -40,6 +40,7 @@ from airgap.mirror.push import ImageTree
 from airgap.oci import Descriptor, Manifest
 from airgap.parallel import run_parallel
 from airgap.registry.client import Registry
+from airgap.supplychain.formats import referrers_tag
 from airgap.textfmt import table
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
@@ -83,13 +84,17 @@ class Expected:
     reference: str
     manifests: tuple[Manifest, ...]
     blobs: tuple[Descriptor, ...]
+    # a referrer (a manifest with ``subject``): the subject whose referrers list it
+    subject: str | None = None
 
     @property
     def top(self) -> Manifest:
         return self.manifests[-1]
 
 
-def from_tree(tree: ImageTree, kind: str = IMAGE, name: str | None = None) -> Expected:
+def from_tree(
+    tree: ImageTree, kind: str = IMAGE, name: str | None = None, subject: str | None = None
+) -> Expected:
     """An image (or an artifact attached to one) as its push tree has it."""
     target = tree.mapping.target
     shown = str(target) if target.tag or target.digest else f"{target}@{tree.top.digest}"
@@ -101,6 +106,7 @@ def from_tree(tree: ImageTree, kind: str = IMAGE, name: str | None = None) -> Ex
         tree.reference,
         tuple(tree.manifests),
         tuple(tree.blobs),
+        subject,
     )
 
 
@@ -262,7 +268,23 @@ def _probe_one(registry: Registry, item: Expected) -> ImageState:
         named = ", ".join(missing[:MAX_NAMED])
         more = f" and {len(missing) - MAX_NAMED} more" if len(missing) > MAX_NAMED else ""
         return state(DAMAGED, f"missing {named}{more}")
+    if item.subject is not None and not _listed(registry, item, item.subject, what):
+        return state(
+            DAMAGED,
+            f"not listed among the referrers of {item.subject} (the referrers API, else "
+            f"the referrers tag {referrers_tag(item.subject)}), where clients look for it",
+        )
     return state(COMPLETE)
+
+
+def _listed(registry: Registry, item: Expected, subject: str, what: str) -> bool:
+    """Whether a referrer is listed for its subject: by the referrers API where the
+    target has it, else in the referrers tag's index (what import keeps up there)."""
+    listed = registry.get_referrers(item.repository, subject, what=what)
+    if listed is None:
+        index = registry.find_manifest(item.repository, referrers_tag(subject), what=what)
+        listed = index.children() if index is not None and index.is_index else []
+    return any(entry.digest == item.top.digest for entry in listed)
 
 
 def _missing(registry: Registry, item: Expected, what: str) -> list[str]:
