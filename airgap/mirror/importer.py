@@ -251,7 +251,8 @@ def run_import(
                 index.save()
         push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
         # every provider as OpenShift's image-based installer reads it, whatever its source
-        published = publish_all(registry, options.target, providers)
+        with phases.timed("providers/manifest-images"):
+            published = publish_all(registry, options.target, providers)
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
