@@ -18,6 +18,7 @@ import subprocess
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -916,8 +917,9 @@ def test_serve_answers_cosign_lookups_of_carried_artifacts(
 
 def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
     """The pure check on its own: a message-signature bundle (hashedrekord entry) is
-    accepted over the image's digest; any malformed or mismatched bundle is one
-    Rejected line, never a traceback."""
+    accepted over the image's digest, a keyless one only if its certificate was valid
+    when the log integrated it; any malformed or mismatched bundle is one Rejected
+    line, never a traceback."""
     rekor, key = cosign.Rekor(), cosign.new_key()
     digest = hashlib.sha256(b'{"schemaVersion":2}').digest()
     subject = "sha256:" + digest.hex()
@@ -960,8 +962,26 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
     assert verify_bundle(json.dumps(bundle).encode(), subject, trust) == (
         "key release.pub (Sigstore bundle)"
     )
+    # keyless: the leaf must have been valid when the log integrated the entry
+    fulcio = cosign.Fulcio.create()
+    trust = dataclasses.replace(
+        trust,
+        identities=(Identity(subject=IDENTITY, issuer=ISSUER),),
+        roots=(fulcio.intermediate, fulcio.root),
+    )
     keyless = cosign.sigstore_bundle(
-        rekor, subject, fulcio=cosign.Fulcio.create(), identity=IDENTITY, issuer=ISSUER
+        rekor, subject, fulcio=fulcio, identity=IDENTITY, issuer=ISSUER
+    )
+    assert verify_bundle(json.dumps(keyless).encode(), subject, trust) == (
+        f"keyless {IDENTITY} ({ISSUER}) (Sigstore bundle)"
+    )
+    late = cosign.sigstore_bundle(
+        rekor,
+        subject,
+        fulcio=fulcio,
+        identity=IDENTITY,
+        issuer=ISSUER,
+        logged=cosign.SIGNED_AT + timedelta(hours=1),
     )
     keyless["verificationMaterial"]["certificate"]["rawBytes"] = "AAAA"
     entries = bundle["verificationMaterial"]["tlogEntries"]
@@ -982,10 +1002,10 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
                 },
             }
         ).encode(): "its kindVersion a 'dsse'",
-        json.dumps(keyless).encode(): "",
+        json.dumps(keyless).encode(): "the Sigstore bundle's certificate is not DER",
+        json.dumps(late).encode(): "was not valid when the signature was logged",
     }
-    identities = (Identity(subject=IDENTITY, issuer=ISSUER),)
     for data, reason in hostile.items():
         with pytest.raises(Rejected) as raised:
-            verify_bundle(data, subject, dataclasses.replace(trust, identities=identities))
+            verify_bundle(data, subject, trust)
         assert reason in str(raised.value) and "\n" not in str(raised.value), raised.value

@@ -491,6 +491,7 @@ def sigstore_bundle(
     identity: str = "",
     issuer: str = "",
     predicate: str = COSIGN_SIGN,
+    logged: datetime = SIGNED_AT + timedelta(minutes=1),
 ) -> dict[str, Any]:
     """What ``cosign sign`` (v3) writes for ``digest``: a v0.3 bundle holding a DSSE
     envelope of an in-toto statement (cosign's signature predicate), its certificate
@@ -534,9 +535,7 @@ def sigstore_bundle(
             "signatures": [{"signature": _b64(signature), "verifier": _b64(verifier)}],
         },
     }
-    entry, promise = rekor.log(
-        json.dumps(body, separators=(",", ":")).encode(), at=SIGNED_AT + timedelta(minutes=1)
-    )
+    entry, promise = rekor.log(json.dumps(body, separators=(",", ":")).encode(), at=logged)
     tlog = {
         "logIndex": str(entry["logIndex"]),
         "logId": {"keyId": _b64(bytes.fromhex(rekor.log_id))},
