@@ -833,7 +833,7 @@ def test_secret_templates_are_0600_whatever_the_umask(
     finally:
         os.umask(old)
     assert result.returncode == 0, result.stderr
-    secrets = sorted((out / "operator" / "secrets").iterdir())
+    secrets = sorted((out / "operator" / "02-provider-configmaps" / "secrets").iterdir())
     assert secrets
     for path in out.rglob("*"):
         if path.is_file():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping as AnyMapping
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,18 +24,12 @@ from airgap.mirror.charts import push_charts
 from airgap.mirror.closure import Closure, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import references as closure_references
-from airgap.mirror.contents import RewrittenContent, rewrite_contents
+from airgap.mirror.contents import rewrite_contents
 from airgap.mirror.expected import attached_artifacts, built_artifacts
 from airgap.mirror.have import have_list
 from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list, publish_all
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
-from airgap.mirror.outputs import (
-    RewrittenProvider,
-    import_files,
-    json_bytes,
-    rewrite_providers,
-    write_tree,
-)
+from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
 from airgap.mirror.status import (
     ABSENT,
@@ -249,7 +242,7 @@ def run_import(
         finally:
             if index is not None:
                 index.save()
-        push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
+        charts = push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
         # every provider as OpenShift's image-based installer reads it, whatever its source
         with phases.timed("providers/manifest-images"):
             published = publish_all(registry, options.target, providers)
@@ -266,10 +259,12 @@ def run_import(
             plain_http=plain_http,
         )
         files[COMPONENTS_FILE] = component_list(published)
-    built = pushed_artifacts(options, manifest, providers, contents, oci=wants_outputs)
-    closure = check_closure(options, manifest, mappings, files, built)
+    closure = check_closure(options, manifest, mappings, files)
     dangling = [str(item) for item in closure.dangling]
-    artifacts = len(built) + len(attached.trees)
+    # what status asks for besides the images (each push above confirmed its digest)
+    published_oci = len(providers) if wants_outputs and options.provider_source == "oci" else 0
+    artifacts = len(attached.trees) + len({c.reference for c in charts}) + len(published)
+    artifacts += published_oci
     result = ImportResult(
         bundle,
         mappings,
@@ -348,33 +343,14 @@ def delta_supply(
         return read_manifests(registry, manifest, supply, concurrency=concurrency)
 
 
-def pushed_artifacts(
-    options: ImportOptions,
-    manifest: BundleManifest,
-    providers: list[RewrittenProvider],
-    contents: list[RewrittenContent],
-    *,
-    oci: bool,
-) -> list[Expected]:
-    """The charts, manifests images and, when they were published (``oci``: an import
-    that wrote outputs with ``--provider-source oci``), provider artifacts, rebuilt as
-    ``airgap status`` rebuilds them."""
-    source = options.provider_source if oci else "selector"
-    return built_artifacts(
-        providers, contents, options.target, created=manifest.created, provider_source=source
-    )
-
-
 def check_closure(
     options: ImportOptions,
     manifest: BundleManifest,
     mappings: list[Mapping],
     files: dict[str, bytes],
-    built: Sequence[Expected] = (),
 ) -> Closure:
-    """Every image the written files reference, every image of the bundle by its
-    digest and every artifact import built under its tag, asked of the target: what
-    does not resolve there (or, a tag, to another digest) is dangling."""
+    """Every image the written files reference, and every image of the bundle by its
+    digest, asked of the target: what does not resolve there is dangling."""
     digests = {image.reference: image.digest for image in manifest.images}
     found = closure_references(files)
     expected: dict[str, str] = {}
@@ -383,9 +359,6 @@ def check_closure(
         found.setdefault(mapping.pinned(digest), "the bundle")
         if mapping.target.tag and not mapping.target.digest:
             expected[str(mapping.target)] = digest
-    for item in built:  # the status check's expectation, asked once at the end
-        found.setdefault(item.target, f"the {item.kind} {item.name}")
-        expected[item.target] = item.top.digest
     with phases.timed("import/closure"), options.pool() as pool:
         registry = pool.registry(options.target.host)
         return closure_check(
@@ -461,7 +434,13 @@ def expected_artifacts(
     manifests images, provider artifacts (``mirror.expected``)."""
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
-    built = pushed_artifacts(options, manifest, providers, contents, oci=True)
+    built = built_artifacts(
+        providers,
+        contents,
+        options.target,
+        created=manifest.created,
+        provider_source=options.provider_source,
+    )
     return attached_artifacts(attached_trees(bundle, manifest, mappings)) + built
 
 
