@@ -243,8 +243,40 @@ class Registry:
         manifests whose ``subject`` is ``digest``, every page (``Link: rel="next"``), at
         most ``MAX_REFERRERS``. None when the registry has no referrers API: 404, as the
         distribution spec has it, or 400/405/501 from one that does not know the route."""
-        url = f"{repository}/referrers/{digest}"
         found: list[Descriptor] = []
+        try:
+            for response in self._pages(
+                f"{repository}/referrers/{digest}",
+                repository,
+                what=what,
+                headers={"Accept": OCI_INDEX},
+                listing=f"the referrers of {repository}@{digest}",
+                no_route_ok=True,
+            ):
+                found.extend(self._referrers_page(response, repository, digest, what))
+                if len(found) > MAX_REFERRERS:
+                    raise AirgapError(
+                        f"{what}: registry {self.display_name} lists more than "
+                        f"{MAX_REFERRERS} referrers of {repository}@{digest}"
+                    )
+        except _NoRoute:
+            return None
+        return found
+
+    def _pages(
+        self,
+        url: str,
+        repository: str,
+        *,
+        what: str,
+        listing: str,
+        headers: dict[str, str] | None = None,
+        no_route_ok: bool = False,
+    ) -> Iterator[httpx.Response]:
+        """The answers of a paged listing (``Link: rel="next"``), at most
+        ``MAX_REFERRER_PAGES`` of them. A missing first page (404) ends it empty; with
+        ``no_route_ok`` instead, a first page missing or refused with 400/405/501 (a route the
+        registry does not know) raises ``_NoRoute``; else those are errors as any other."""
         for page in range(MAX_REFERRER_PAGES):
             try:
                 response = self._send(
@@ -252,29 +284,26 @@ class Registry:
                     url,
                     (repository_scope(repository, "pull"),),
                     what=what,
-                    headers={"Accept": OCI_INDEX},
+                    headers=headers,
                     missing_ok=page == 0,
                     body_limit=MAX_MANIFEST_BYTES,
                 )
             except HTTPStatusError as exc:
-                if page == 0 and exc.status in (400, 405, 501):
-                    return None
+                if page == 0 and no_route_ok and exc.status in (400, 405, 501):
+                    raise _NoRoute from None
                 raise
-            if response is None:
-                return None
-            found.extend(self._referrers_page(response, repository, digest, what))
-            if len(found) > MAX_REFERRERS:
-                raise AirgapError(
-                    f"{what}: registry {self.display_name} lists more than {MAX_REFERRERS} "
-                    f"referrers of {repository}@{digest}"
-                )
+            if response is None:  # the first page only (missing_ok)
+                if no_route_ok:
+                    raise _NoRoute
+                return
+            yield response
             link = _next_link(response.headers.get("Link", ""))
             if not link:
-                return found
+                return
             url = self._location(link)
         raise AirgapError(
-            f"{what}: registry {self.display_name} pages the referrers of {repository}@{digest} "
-            f"over more than {MAX_REFERRER_PAGES} answers"
+            f"{what}: registry {self.display_name} pages {listing} over more than "
+            f"{MAX_REFERRER_PAGES} answers"
         )
 
     def _referrers_page(
@@ -313,28 +342,15 @@ class Registry:
     def list_tags(self, repository: str, *, what: str) -> list[str]:
         """``GET /v2/NAME/tags/list``, every page (``Link: rel="next"``), at most
         ``MAX_REFERRER_PAGES`` pages of 1,000; an unknown repository (404) has none."""
-        url = f"{repository}/tags/list?n=1000"
         found: list[str] = []
-        for _ in range(MAX_REFERRER_PAGES):
-            response = self._send(
-                "GET",
-                url,
-                (repository_scope(repository, "pull"),),
-                what=what,
-                missing_ok=True,
-                body_limit=MAX_MANIFEST_BYTES,
-            )
-            if response is None:
-                return found
+        for response in self._pages(
+            f"{repository}/tags/list?n=1000",
+            repository,
+            what=what,
+            listing=f"the tags of {repository}",
+        ):
             found += _tags(response, f"{what}: registry {self.display_name}")
-            link = _next_link(response.headers.get("Link", ""))
-            if not link:
-                return found
-            url = self._location(link)
-        raise AirgapError(
-            f"{what}: registry {self.display_name} pages the tags of {repository} over "
-            f"more than {MAX_REFERRER_PAGES} answers"
-        )
+        return found
 
     def has_tag(self, repository: str, tag: str, *, what: str) -> bool:
         """Whether the tag listing names ``tag``: a registry lists a tag whose manifest
@@ -650,6 +666,10 @@ class Registry:
         )
         assert response is not None
         response.close()
+
+
+class _NoRoute(Exception):
+    """A listing's first page refused as a route the registry does not know."""
 
 
 def _tags(response: httpx.Response, who: str) -> list[str]:
