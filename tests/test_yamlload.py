@@ -198,8 +198,9 @@ def test_each_components_file_is_parsed_once_per_command(
     files = emit.operator_files(providers).files
     files.update(emit.clusterctl_files(providers, tmp_path))
     assert parsed == []  # nothing parsed a components file again
-    crs = [yaml.safe_load(data) for path, data in files.items() if "/providers/" in path]
-    core = next(cr for cr in crs if cr["kind"] == ProviderType.CORE.kind)
+    core_step = f"/{emit.CORE_STEP}/"
+    crs = [yaml.safe_load(data) for path, data in files.items() if core_step in path]
+    core = next(cr for cr in crs if cr and cr["kind"] == ProviderType.CORE.kind)
     assert core["spec"]["deployment"]["containers"][0]["imageUrl"] == IMAGES[0]
 
 
