@@ -25,12 +25,14 @@ import re
 import tarfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from airgap.bundle.format import ProviderRecord
 from airgap.errors import AirgapError
 from airgap.mirror.mapping import Target
 from airgap.mirror.outputs import RewrittenProvider
 from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
+from airgap.parallel import run_parallel
 from airgap.registry.client import Registry
 
 MANIFESTS_ROOT = "capi-operator-manifests"
@@ -40,6 +42,7 @@ COMPONENTS_FILE = "openshift/capi-components.yaml"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 MAX_COMPONENTS = 32  # a ClusterAPI revision's components (MaxItems)
+PUBLISH_CONCURRENCY = 4  # providers built and pushed at once
 # ImageDigestFormat's two CEL rules, as one expression
 _REF_RE = re.compile(
     r"(?:[a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(?::[0-9]{2,5})?/(?:[a-zA-Z0-9-_]{0,61}/)?"
@@ -249,11 +252,15 @@ def raise_mismatch(what: str, repository: str, tag: str, served: str | None, wan
 def publish_all(
     registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
 ) -> list[Published]:
-    """A manifests image for every provider, from the components import rewrote."""
-    return [
-        publish(registry, target, p.record, build_image(p.components, metadata_yaml(p.record)))
-        for p in providers
-    ]
+    """A manifests image for every provider, from the components import rewrote; built
+    and pushed side by side (zlib and sha256 let go of the GIL, and each push waits on
+    the registry), in provider order."""
+
+    def one(provider: RewrittenProvider) -> Published:
+        image = build_image(provider.components, metadata_yaml(provider.record))
+        return publish(registry, target, provider.record, image)
+
+    return run_parallel([partial(one, p) for p in providers], PUBLISH_CONCURRENCY)
 
 
 def ref_accepted(reference: str) -> bool:
