@@ -9,6 +9,13 @@ distribution spec put them:
 - the referrers API (``GET /v2/NAME/referrers/DIGEST``), or, where the registry has
   none (404), the index under the referrers tag ``sha256-HEX``.
 
+Asking for four tags per subject that are nearly always absent cost ~18 ms per image
+(400 tiny images: 7.9 s to collect, 0.5 s with ``--no-signatures``). So each
+repository's tags are listed once (``GET /v2/NAME/tags/list``) and only the tags it
+lists are fetched; a registry found without the referrers API is not asked again. A
+listing that fails or comes back empty (a registry without the listing, or one that
+hides it) changes nothing: every tag is then asked for directly, as before.
+
 buildx attestation manifests inside an index need no request: they are children the
 image already carries, linked to their subject by annotations. Everything is fetched as
 exact bytes; signature payloads and Sigstore bundles (a few kilobytes each) are fetched
@@ -18,6 +25,7 @@ is streamed into the bundle with the image's layers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -88,33 +96,88 @@ def index_attestations(manifests: list[Manifest]) -> Iterator[Attached]:
             yield Attached(subject, Kind.ATTESTATION, Via.INDEX, [child])
 
 
+class _Lookups:
+    """What one discovery learns once and reuses: each repository's tag listing and
+    which registries have no referrers API. Shared by the discovery threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listing_locks: dict[tuple[int, str], threading.Lock] = {}
+        self._listings: dict[tuple[int, str], frozenset[str] | None] = {}
+        self._without_api: set[int] = set()
+
+    def may_have(self, subject: Subject, tag: str) -> bool:
+        """False only when the repository's listing is known and lacks ``tag``."""
+        listing = self._listing(subject)
+        return listing is None or tag in listing
+
+    def _listing(self, subject: Subject) -> frozenset[str] | None:
+        key = (id(subject.registry), subject.repository)
+        with self._lock:
+            lock = self._listing_locks.setdefault(key, threading.Lock())
+        with lock:  # one listing per repository, whichever thread asks first
+            if key not in self._listings:
+                self._listings[key] = _list_tags(subject)
+            return self._listings[key]
+
+    def has_api(self, registry: Registry) -> bool:
+        return id(registry) not in self._without_api
+
+    def no_api(self, registry: Registry) -> None:
+        self._without_api.add(id(registry))
+
+
+def _list_tags(subject: Subject) -> frozenset[str] | None:
+    """The repository's tags, or None when they cannot be relied on: the listing failed
+    or is empty (the repository holds at least the image just read, so an empty listing
+    means the registry does not list, not that there is nothing)."""
+    try:
+        tags = subject.registry.list_tags(subject.repository, what=subject.what)
+    except AirgapError:
+        return None
+    return frozenset(tags) or None
+
+
 def discover(subjects: list[Subject], concurrency: int) -> list[list[Attached]]:
     """What is attached to each subject, in the order given (each list deduplicated)."""
-    return run_parallel([partial(_discover, subject) for subject in subjects], concurrency)
+    lookups = _Lookups()
+    jobs = [partial(_discover, subject, lookups) for subject in subjects]
+    return run_parallel(jobs, concurrency)
 
 
-def _discover(subject: Subject) -> list[Attached]:
+def _discover(subject: Subject, lookups: _Lookups) -> list[Attached]:
     found: dict[str, Attached] = {}
-    for attached in [*_tagged(subject), *_referrers(subject)]:
+    for attached in [*_tagged(subject, lookups), *_referrers(subject, lookups)]:
         found.setdefault(attached.top.digest, attached)
     return list(found.values())
 
 
-def _tagged(subject: Subject) -> Iterator[Attached]:
+def _tagged(subject: Subject, lookups: _Lookups) -> Iterator[Attached]:
     """cosign's ``sha256-HEX.sig|.att|.sbom`` tags."""
     for suffix, kind in TAG_KINDS.items():
         tag = cosign_tag(subject.digest, suffix)
+        if not lookups.may_have(subject, tag):
+            continue
         manifest = subject.registry.find_manifest(subject.repository, tag, what=subject.what)
         if manifest is not None:
             yield _complete(subject, Attached(subject.digest, kind, Via.TAG, [manifest], tag=tag))
 
 
-def _referrers(subject: Subject) -> Iterator[Attached]:
+def _referrers(subject: Subject, lookups: _Lookups) -> Iterator[Attached]:
     """The referrers API, or the referrers tag where the registry has no API."""
     registry, repository, what = subject.registry, subject.repository, subject.what
-    listed = registry.get_referrers(repository, subject.digest, what=what)
+    listed = None
+    if lookups.has_api(registry):
+        listed = registry.get_referrers(repository, subject.digest, what=what)
+        if listed is None:
+            lookups.no_api(registry)
     if listed is None:
-        fallback = registry.find_manifest(repository, referrers_tag(subject.digest), what=what)
+        tag = referrers_tag(subject.digest)
+        fallback = (
+            registry.find_manifest(repository, tag, what=what)
+            if lookups.may_have(subject, tag)
+            else None
+        )
         listed = fallback.children() if fallback is not None and fallback.is_index else []
     for descriptor in listed:
         # a referrers tag can name what was deleted since (the spec leaves its upkeep
