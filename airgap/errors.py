@@ -62,3 +62,12 @@ class BundleError(AirgapError):
 
 class SignatureError(BundleError):
     """A bundle's signature does not verify against any trusted key."""
+
+
+def utf8_text(data: bytes, where: str, error: type[AirgapError] = AirgapError) -> str:
+    """``data`` as text, or ``error`` saying ``WHERE: not UTF-8 text``: every file read
+    from a bundle, a release or an image is text only if it decodes."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{where}: not UTF-8 text") from None

@@ -20,7 +20,7 @@ from airgap.content.chart import read_chart
 from airgap.content.helm import ChartSource, PoolFactory, chart_source, fetch_chart
 from airgap.content.kinds import ADDONS_DIR, ContentKind, ContentSpec, is_chart, is_manifest
 from airgap.content.urlfile import URLFileSource
-from airgap.errors import AirgapError, InputError, NotFoundError
+from airgap.errors import AirgapError, InputError, NotFoundError, utf8_text
 from airgap.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.components import lenient_images, parse_components
 from airgap.providers.sources import ReleaseSource, source_for
@@ -183,7 +183,7 @@ def discover(kind: ContentKind, files: Iterable[Path], who: str) -> tuple[list[s
             images.update(dict.fromkeys(chart.image_references))
             unresolved.extend(f"{origin}: {warning}" for warning in chart.warnings)
         elif is_manifest(path.name):
-            text = _read_text(path)
+            text = utf8_text(_read_bytes(path), str(path))
             if kind is ContentKind.TEMPLATES:
                 found, problems = lenient_images(text, origin)
                 unresolved.extend(problems)
@@ -199,10 +199,3 @@ def _read_bytes(path: Path) -> bytes:
     if len(data) > MAX_RELEASE_FILE_BYTES:
         raise AirgapError(f"{path}: larger than {MAX_RELEASE_FILE_BYTES >> 20} MiB")
     return data
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return _read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError:
-        raise AirgapError(f"{path}: not UTF-8 text") from None

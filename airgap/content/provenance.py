@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from airgap.content.openpgp import PublicKey, verify_clearsigned
-from airgap.errors import DigestMismatchError, InputError
+from airgap.errors import DigestMismatchError, InputError, utf8_text
 from airgap.limits import MAX_PROVENANCE_BYTES
 from airgap.yamlload import load_single
 
@@ -70,10 +70,7 @@ def _clearsigned(data: bytes, where: str) -> tuple[list[str], str]:
     ``clearsign.Decode`` gives them to Helm, and the armored signature."""
     if len(data) > MAX_PROVENANCE_BYTES:
         raise InputError(f"{where}: larger than {MAX_PROVENANCE_BYTES >> 10} KiB")
-    try:
-        lines = data.decode("utf-8").replace("\r\n", "\n").split("\n")
-    except UnicodeDecodeError:
-        raise InputError(f"{where}: not UTF-8 text") from None
+    lines = utf8_text(data, where, InputError).replace("\r\n", "\n").split("\n")
     start = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
     if start == len(lines) or lines[start].rstrip() != _BEGIN:
         raise InputError(f"{where}: not an OpenPGP clearsigned message (no {_BEGIN} line)")

@@ -18,7 +18,7 @@ from airgap import phases
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.chart import read_chart, values_overrides
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
-from airgap.errors import AirgapError
+from airgap.errors import AirgapError, utf8_text
 from airgap.mirror.mapping import Mapping
 from airgap.mirror.rewrite import rewrite_images
 from airgap.providers.components import lenient_images, parse_components
@@ -95,7 +95,7 @@ def _rewrite(
             continue
         if not is_manifest(name):
             continue  # verify refuses other files; nothing to write for them
-        text = _text(data, path)
+        text = utf8_text(data, path)
         new_text, _ = rewrite_images(text, targets.lookup)
         if kind is ContentKind.TEMPLATES:
             images, _unresolved = lenient_images(new_text, path)
@@ -109,10 +109,3 @@ def _rewrite(
             )
         files[name] = new_text.encode()
     return RewrittenContent(record, kind, files, values)
-
-
-def _text(data: bytes, path: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise AirgapError(f"{path}: not UTF-8 text") from None

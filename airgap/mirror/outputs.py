@@ -13,7 +13,7 @@ from pathlib import Path
 
 from airgap import fsutil, phases
 from airgap.bundle.format import BundleManifest, ProviderRecord
-from airgap.errors import AirgapError, InputError
+from airgap.errors import AirgapError, InputError, utf8_text
 from airgap.mirror import nodeconfig
 from airgap.mirror.mapping import Mapping, Target
 from airgap.mirror.rewrite import rewrite_images
@@ -66,7 +66,7 @@ def _rewrite_providers(
     }
     rewritten = []
     for record in manifest.providers:
-        text = _text(bundle.read(record.components), record.components)
+        text = utf8_text(bundle.read(record.components), record.components, InputError)
         new_text, _ = rewrite_images(text, lookup)
         parsed = parse_components(new_text, record.components)
         leftover = [i for i in parsed.images if i not in targets]
@@ -80,18 +80,13 @@ def _rewrite_providers(
                 record,
                 record.components.rsplit("/", 1)[1],
                 new_text,
-                _text(bundle.read(record.metadata), record.metadata),
+                utf8_text(bundle.read(record.metadata), record.metadata, InputError),
                 parsed,
             )
         )
     return rewritten
 
 
-def _text(data: bytes, member: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{member}: not UTF-8 text") from None
 
 
 def import_files(

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from airgap import phases
-from airgap.errors import AirgapError, InputError
+from airgap.errors import AirgapError, InputError, utf8_text
 from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
@@ -118,7 +118,4 @@ def _series(version: str) -> str:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise AirgapError(f"{path}: not UTF-8 text") from None
+    return utf8_text(path.read_bytes(), str(path))

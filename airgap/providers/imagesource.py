@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import yaml
 
 from airgap import phases, yamlsafe
-from airgap.errors import AirgapError, InputError
+from airgap.errors import AirgapError, InputError, utf8_text
 from airgap.limits import MAX_COMPONENTS_BYTES, MAX_METADATA_BYTES, MAX_PROVIDER_IMAGE_LAYERS
 from airgap.names import provider_name_problem, version_problem
 from airgap.oci import Manifest, platform_matches
@@ -164,19 +164,14 @@ def select_profiles(
                 why = f"is a {kind}, not a file" if kind else "is missing"
                 raise AirgapError(f"{what}: /{base}/{filename} {why}")
         metadata = parse_profile_metadata(
-            _utf8(files[f"{base}/{METADATA_FILE}"], f"{what}: /{base}/{METADATA_FILE}"),
+            utf8_text(files[f"{base}/{METADATA_FILE}"], f"{what}: /{base}/{METADATA_FILE}"),
             f"{what}: /{base}/{METADATA_FILE}",
         )
-        manifests = _utf8(files[f"{base}/{MANIFESTS_FILE}"], f"{what}: /{base}/{MANIFESTS_FILE}")
+        manifests = utf8_text(
+            files[f"{base}/{MANIFESTS_FILE}"], f"{what}: /{base}/{MANIFESTS_FILE}"
+        )
         profiles.append(Profile(name, metadata, manifests))
     return profiles
-
-
-def _utf8(data: bytes, where: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise AirgapError(f"{where}: not UTF-8 text") from None
 
 
 def contract_from_manifests(text: str) -> str | None:
