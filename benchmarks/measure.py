@@ -186,7 +186,31 @@ def fresh_registry(directory: Path) -> Iterator[RegistryServer]:
 # -- the raw ingest limit --------------------------------------------------------------
 
 
-def _curl_config(path: Path, entries: list[dict[str, str]]) -> Path:
+@dataclass
+class CurlRun:
+    """Wall clock and CPU of curl runs and of the server they talk to (see curl_timed)."""
+
+    seconds: float = 0.0
+    curl_cpu: float = 0.0
+    server_cpu: float = 0.0
+
+
+@contextlib.contextmanager
+def curl_timed(server_pid: int) -> Iterator[CurlRun]:
+    """Time what runs inside: wall clock, CPU of the child processes it waited for
+    (curl) and CPU of the server process, filled in when the block ends."""
+    run = CurlRun()
+    servers = process_cpu([server_pid])
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    yield run
+    run.seconds = time.perf_counter() - started
+    run.server_cpu = process_cpu([server_pid]) - servers
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+
+
+def curl_config(path: Path, entries: list[dict[str, str]]) -> Path:
     """A curl ``--config`` file: one block of ``key = "value"`` lines per transfer."""
     lines = []
     for entry in entries:
@@ -211,14 +235,27 @@ def raw_ingest(
     order = sorted(blobs, key=lambda digest: sizes[digest], reverse=True)
     workdir.mkdir(parents=True, exist_ok=True)
     start_url = f"http://{registry.host}/v2/{repository}/blobs/uploads/"
-    posts = _curl_config(
+    posts = curl_config(
         workdir / "posts.cfg", [{"url": start_url, "output": "/dev/null"} for _ in order]
     )
     os.sync()
-    server = registry_pid(registry)
-    servers = process_cpu([server])
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+    with curl_timed(registry_pid(registry)) as timed:
+        codes = _upload(registry, order, blobs, posts, parallel, env, workdir)
+    if codes != ["201"] * len(order):
+        raise RuntimeError(f"raw ingest: unexpected statuses {sorted(set(codes))}")
+    return Sample(timed.seconds, 0, timed.curl_cpu, timed.server_cpu)
+
+
+def _upload(
+    registry: RegistryServer,
+    order: list[str],
+    blobs: dict[str, Path],
+    posts: Path,
+    parallel: int,
+    env: dict[str, str],
+    workdir: Path,
+) -> list[str]:
+    """raw_ingest's two curl runs: every upload session, then every PUT; their statuses."""
     result = subprocess.run(
         [
             *("curl", "-sS", "-f", "-X", "POST", "-K", str(posts)),
@@ -236,7 +273,7 @@ def raw_ingest(
         url = urljoin(f"http://{registry.host}/", location)
         url += ("&" if "?" in url else "?") + f"digest={digest}"
         puts.append({"url": url, "upload-file": str(blobs[digest]), "output": "/dev/null"})
-    config = _curl_config(workdir / "puts.cfg", puts)
+    config = curl_config(workdir / "puts.cfg", puts)
     result = subprocess.run(
         [
             *("curl", "-sS", "-g", "-X", "PUT", "-K", str(config)),
@@ -247,14 +284,7 @@ def raw_ingest(
         env=env,
         check=True,
     )
-    elapsed = time.perf_counter() - started
-    servers = process_cpu([server]) - servers
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
-    codes = result.stdout.decode().split()
-    if codes != ["201"] * len(order):
-        raise RuntimeError(f"raw ingest: unexpected statuses {sorted(set(codes))}")
-    return Sample(elapsed, 0, curl_cpu, servers)
+    return result.stdout.decode().split()
 
 
 def raw_download(
@@ -275,14 +305,10 @@ def raw_download(
     workdir.mkdir(parents=True, exist_ok=True)
     base = f"http://{registry.host}/v2"
     gets = [{"url": f"{base}/{repositories[digest]}/blobs/{digest}"} for digest in order]
-    config = _curl_config(workdir / "gets.cfg", gets)
+    config = curl_config(workdir / "gets.cfg", gets)
     output.unlink(missing_ok=True)
     os.sync()
-    server = registry_pid(registry)
-    servers = process_cpu([server])
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    with output.open("wb") as sink:
+    with curl_timed(registry_pid(registry)) as timed, output.open("wb") as sink:
         subprocess.run(
             [
                 *("curl", "-sS", "-f", "-g", "-K", str(config)),
@@ -292,16 +318,12 @@ def raw_download(
             env=env,
             check=True,
         )
-    elapsed = time.perf_counter() - started
-    servers = process_cpu([server]) - servers
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     written = output.stat().st_size
     output.unlink()
     expected = sum(sizes[digest] for digest in order)
     if written != expected:
         raise RuntimeError(f"raw download: {written} bytes written, {expected} expected")
-    return Sample(elapsed, 0, curl_cpu, servers)
+    return Sample(timed.seconds, 0, timed.curl_cpu, timed.server_cpu)
 
 
 def registry_has_blobs(registry: RegistryServer, repository: str, digests: list[str]) -> bool:

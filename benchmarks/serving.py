@@ -17,10 +17,9 @@ import re
 import selectors
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from benchmarks.measure import Sample, process_cpu
+from benchmarks.measure import Sample, curl_config, curl_timed
 
 START_TIMEOUT = 600  # verifying the main bundle before listening
 _ADDRESS = re.compile(r" on https?://([^ /]+)/ ")
@@ -72,41 +71,30 @@ def pull_all(
 ) -> Sample:
     """Every blob (digest -> a repository serving it) from ``host``, ``parallel`` at a
     time; CPU of curl and of the server process are recorded."""
-    import resource
-
     order = sorted(repositories, key=lambda digest: sizes[digest], reverse=True)
     workdir.mkdir(parents=True, exist_ok=True)
-    config = workdir / "pulls.cfg"
-    lines = []
-    for digest in order:
-        lines += [
-            f'url = "http://{host}/v2/{repositories[digest]}/blobs/{digest}"',
-            'output = "/dev/null"',
-        ]
-    config.write_text("\n".join(lines) + "\n")
-    server_cpu = process_cpu([server_pid])
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    result = subprocess.run(
-        [
-            *("curl", "-sS", "-f", "-g", "-K", str(config)),
-            *("--parallel", "--parallel-max", str(parallel)),
-            *("-w", "%{size_download}\\n"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    elapsed = time.perf_counter() - started
-    server_cpu = process_cpu([server_pid]) - server_cpu
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    pulls = [
+        {"url": f"http://{host}/v2/{repositories[digest]}/blobs/{digest}", "output": "/dev/null"}
+        for digest in order
+    ]
+    config = curl_config(workdir / "pulls.cfg", pulls)
+    with curl_timed(server_pid) as timed:
+        result = subprocess.run(
+            [
+                *("curl", "-sS", "-f", "-g", "-K", str(config)),
+                *("--parallel", "--parallel-max", str(parallel)),
+                *("-w", "%{size_download}\\n"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
     received = sum(int(line) for line in result.stdout.split())
     expected = sum(sizes[digest] for digest in order)
     if received != expected:
         raise RuntimeError(f"pulls from {host}: {received} bytes received, {expected} expected")
-    return Sample(elapsed, _peak_rss_kib(server_pid), curl_cpu, server_cpu)
+    return Sample(timed.seconds, _peak_rss_kib(server_pid), timed.curl_cpu, timed.server_cpu)
 
 
 def _peak_rss_kib(pid: int) -> int:
