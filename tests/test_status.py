@@ -139,6 +139,10 @@ def test_import_reports_and_status_agree(
     result = run_airgap(*args, "--registry", registry.host, "--previous", previous)
     assert result.returncode == 2 and result.stderr.startswith("airgap: error: --previous")
     assert len(result.stderr.splitlines()) == 1
+    previous.write_text("conditions: [not json")  # the user's file, not JSON: exit 2 too
+    result = run_airgap(*args, "--registry", registry.host, "--previous", previous)
+    assert result.returncode == 2 and "not valid JSON" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_every_artifact_import_built_is_checked_and_a_lost_one_named(

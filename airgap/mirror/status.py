@@ -181,7 +181,10 @@ def previous_transitions(data: bytes, where: str) -> dict[str, tuple[str, str]]:
     """Condition type -> (status, lastTransitionTime) from an earlier report: an
     ``import-report.json`` or the output of ``status --format json``. Entries of another
     shape are skipped; a document without ``conditions`` is an error naming ``where``."""
-    document = jsonsafe.loads(data, where, max_bytes=MAX_REPORT_BYTES, unique_keys=False)
+    try:
+        document = jsonsafe.loads(data, where, max_bytes=MAX_REPORT_BYTES, unique_keys=False)
+    except jsonsafe.JSONShapeError as exc:  # the user's file: an input error, as a have-list's
+        raise InputError(str(exc)) from None
     conditions = document.get("conditions") if isinstance(document, dict) else None
     if not isinstance(conditions, list):
         raise InputError(
