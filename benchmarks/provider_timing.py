@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Provider handling alone: collect, configmaps and import of the five realistic providers.
+"""Provider handling alone: collect, configmaps, import and re-import of the five
+realistic providers.
 
     .venv/bin/python benchmarks/provider_timing.py [--repeats 5] [--airgap-path DIR]
 
@@ -102,6 +103,9 @@ def main() -> int:
                 cmd = [*airgap, "import", str(bundle), *target_args, "-q"]
                 cmd += ["--registry", f"{target.host}/mirror", "--output-dir", str(work / "out")]
                 results.setdefault("import", []).append(_run(cmd, env, phases))
+                # the same bundle again into the now-full registry and the same output
+                # directory: what a re-import costs (issue 12: < 3% of the import)
+                results.setdefault("re-import", []).append(_run(cmd, env, phases))
         print("medians, seconds: wall / CPU")
         for name, samples in results.items():
             wall = statistics.median(s for s, _, _ in samples)

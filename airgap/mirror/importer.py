@@ -5,30 +5,30 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping as AnyMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap import phases
 from airgap.bundle.format import BundleManifest
-from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs, provider_outputs
 from airgap.configmaps.variables import VariableValues
 from airgap.errors import AirgapError
 from airgap.fsutil import write_atomic
 from airgap.havelist import HaveList
 from airgap.inputfile import read_small
+from airgap.mirror import outputcache
 from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
 from airgap.mirror.blobindex import BlobIndex
-from airgap.mirror.charts import push_charts
 from airgap.mirror.closure import Closure, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import references as closure_references
-from airgap.mirror.contents import rewrite_contents
-from airgap.mirror.expected import attached_artifacts, built_artifacts
+from airgap.mirror.contents import RewrittenContent, rewrite_contents
 from airgap.mirror.have import have_list
-from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list, publish_all
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
+from airgap.mirror.outputcache import AskedValues, PublishedImage, Recorded
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
 from airgap.mirror.status import (
@@ -50,6 +50,7 @@ from airgap.mirror.status import (
 from airgap.mirror.status import now as status_now
 from airgap.mirror.supply import Supply, describe_missing, locate, read_manifests
 from airgap.oci import Manifest
+from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
@@ -57,7 +58,12 @@ from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.textfmt import human_size
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
+if TYPE_CHECKING:
+    from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs
+    from airgap.mirror.charts import PushedChart
+
 MAX_CA_BYTES = 1 << 20  # a CA bundle, not a disk image
+CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,10 @@ class ImportOptions:
         )
 
     def provider_output_options(self) -> ProviderOutputOptions:
+        # the output builders are imported when outputs are built: a re-import whose
+        # outputs are there whole never loads them (mirror.outputcache)
+        from airgap.configmaps.generate import ProviderOutputOptions
+
         assert self.output_dir is not None
         return ProviderOutputOptions(
             self.output_dir,
@@ -190,7 +200,16 @@ def run_import(
     manifest = bundle.require_verified()
     if options.dry_run:
         return ImportResult(bundle, mappings, None, time.monotonic() - started)
-    providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+    ca_pem = read_ca(options.ca_file)
+    # the outputs an earlier import of this bundle with these options left whole in
+    # --output-dir: then no provider is parsed, rewritten or built again
+    cache_key = outputs_key(bundle, options, ca_pem)
+    asked = AskedValues(options.variables.file, options.variables.environ)
+    recorded = None
+    if cache_key is not None and options.output_dir is not None:
+        with phases.timed("import/outputs-check"):
+            recorded = outputcache.load(options.output_dir, cache_key, options.variables)
+    providers = [] if recorded else rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
     # a delta's trees are whole only once what it relies on is read from the target
     trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
@@ -198,9 +217,11 @@ def run_import(
     missing: dict[str, list[str]] = {}
 
     def operator_outputs(registry: Registry | None = None) -> dict[str, bytes]:
+        from airgap.configmaps.generate import provider_outputs  # only when building
+
         outputs = provider_outputs(
             providers,
-            options.provider_output_options(),
+            replace(options.provider_output_options(), variables=asked),
             target=options.target,
             created=manifest.created,
             registry=registry,
@@ -211,7 +232,7 @@ def run_import(
 
     files: dict[str, bytes] = {}
     wants_outputs = options.output_dir is not None
-    if wants_outputs and options.provider_source == "selector":
+    if wants_outputs and options.provider_source == "selector" and recorded is None:
         # built before pushing: a provider too large for a ConfigMap fails the import
         # before anything reaches the registry
         files = operator_outputs()
@@ -244,26 +265,46 @@ def run_import(
                 index.save()
         charts = push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
         # every provider as OpenShift's image-based installer reads it, whatever its source
-        with phases.timed("providers/manifest-images"):
-            published = publish_all(registry, options.target, providers)
         plain_http = registry.plain_http  # what the target spoke, for the node configs
+        with phases.timed("providers/manifest-images"):
+            confirmed = confirm_published(registry, recorded, plain_http) if recorded else None
+            if confirmed is None:
+                from airgap.mirror.manifestimage import publish_all  # only when building
+
+                if recorded is not None:  # not there as recorded: rebuild all after all
+                    recorded = None
+                    providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+                    if wants_outputs and options.provider_source == "selector":
+                        files = operator_outputs()
+                published = publish_all(registry, options.target, providers)
+                confirmed = [
+                    PublishedImage(p.repository, p.tag, p.reference.rsplit("@", 1)[1])
+                    for p in published
+                ]
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
-    if options.output_dir is not None:
+    if recorded is not None:
+        files, found = recorded.files, dict(recorded.references)
+        missing.update(recorded.missing)
+    elif options.output_dir is not None:
         files |= import_files(
             providers,
             mappings,
             options.target,
             keep_registry=options.keep_registry,
-            ca_pem=read_ca(options.ca_file),
+            ca_pem=ca_pem,
             plain_http=plain_http,
         )
+        from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list
+
         files[COMPONENTS_FILE] = component_list(published)
-    closure = check_closure(options, manifest, mappings, files)
+    if recorded is None:
+        found = closure_references(files)
+    closure = check_closure(options, manifest, mappings, dict(found))
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)
     published_oci = len(providers) if wants_outputs and options.provider_source == "oci" else 0
-    artifacts = len(attached.trees) + len({c.reference for c in charts}) + len(published)
+    artifacts = len(attached.trees) + len({c.reference for c in charts}) + len(confirmed)
     artifacts += published_oci
     result = ImportResult(
         bundle,
@@ -279,11 +320,63 @@ def run_import(
         attached=attached,
     )
     if options.output_dir is not None:
-        files["import-report.json"] = json_bytes(result.report())
-        write_tree(options.output_dir, files)
+        report = {"import-report.json": json_bytes(result.report())}
+        if recorded is not None:  # the outputs are there, whole: only the report is new
+            write_tree(options.output_dir, report)
+        elif cache_key is None:
+            write_tree(options.output_dir, files | report)
+        else:  # the record last: it lists what is there only once it is there
+            record = outputcache.record_bytes(
+                cache_key,
+                files,
+                asked=asked.asked,
+                values=options.variables,
+                published=confirmed,
+                missing=missing,
+                references=found,
+                plain_http=plain_http,
+            )
+            write_tree(options.output_dir, files | report | {outputcache.RECORD: record})
     if not closure.closed:  # the outputs and the report are there to look at
         raise AirgapError(describe_failure(closure, str(options.target)))
     return result
+
+
+def outputs_key(
+    bundle: VerifiedBundle, options: ImportOptions, ca_pem: bytes | None
+) -> dict[str, object] | None:
+    """What the outputs depend on (``mirror.outputcache``), or None when they are not
+    recorded: no output directory, or the OCI provider source (its CRs carry the
+    credentials the registry asked for, and its artifacts are pushed as they are built)."""
+    if options.output_dir is None or options.provider_source != "selector":
+        return None
+    return outputcache.options_key(
+        bundle_manifest=bundle.manifest_bytes,
+        target=str(options.target),
+        keep_registry=options.keep_registry,
+        pin=options.pin,
+        namespace=options.namespace,
+        provider_source=options.provider_source,
+        location=options.output_location or options.output_dir,
+        ca_pem=ca_pem,
+    )
+
+
+def confirm_published(
+    registry: Registry, recorded: Recorded, plain_http: bool
+) -> list[PublishedImage] | None:
+    """The manifests images an earlier import recorded, each tag asked of the target
+    (one HEAD): all of them there by the recorded digest, or None (rebuild and push).
+    A target that now speaks another scheme changes the node configs: None too."""
+    if recorded.plain_http != plain_http:
+        return None
+
+    def one(image: PublishedImage) -> bool:
+        what = f"manifests image {image.repository}:{image.tag}"
+        return registry.manifest_digest(image.repository, image.tag, what=what) == image.digest
+
+    jobs = [partial(one, image) for image in recorded.published]
+    return recorded.published if all(run_parallel(jobs, CONFIRM_CONCURRENCY)) else None
 
 
 def earlier_report(output_dir: Path | None) -> dict[str, tuple[str, str]]:
@@ -347,12 +440,12 @@ def check_closure(
     options: ImportOptions,
     manifest: BundleManifest,
     mappings: list[Mapping],
-    files: dict[str, bytes],
+    found: dict[str, str],
 ) -> Closure:
-    """Every image the written files reference, and every image of the bundle by its
-    digest, asked of the target: what does not resolve there is dangling."""
+    """Every image the written files reference (``found``: ``closure.references`` of
+    them), and every image of the bundle by its digest, asked of the target: what does
+    not resolve there is dangling."""
     digests = {image.reference: image.digest for image in manifest.images}
-    found = closure_references(files)
     expected: dict[str, str] = {}
     for mapping in mappings:
         digest = digests[str(mapping.source)]
@@ -432,6 +525,8 @@ def expected_artifacts(
     """What import pushes besides the images, from the bundle and the options import
     was run with (``--no-pin``, ``--provider-source``): attached artifacts, charts,
     manifests images, provider artifacts (``mirror.expected``)."""
+    from airgap.mirror.expected import attached_artifacts, built_artifacts  # status only
+
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
     built = built_artifacts(
@@ -471,6 +566,18 @@ def _delta_status(
     return trees, lacking
 
 
+def push_charts(
+    registry: Registry, contents: list[RewrittenContent], target: Target
+) -> list[PushedChart]:
+    """Every chart package of the bundle as an OCI Helm chart (``mirror.charts``),
+    whose builders are loaded only for a bundle that carries content."""
+    if not contents:
+        return []
+    from airgap.mirror.charts import push_charts as push  # Helm packaging: content only
+
+    return push(registry, contents, target)
+
+
 def read_ca(ca_file: str | None) -> bytes | None:
     """The ``--ca-file`` bytes, copied next to the node configs that need them."""
     return None if ca_file is None else read_small(Path(ca_file), MAX_CA_BYTES, "--ca-file")
@@ -486,6 +593,8 @@ def run_configmaps(
     manifest = bundle.require_verified()
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
+    from airgap.configmaps.generate import provider_outputs  # as import's, when building
+
     output = options.provider_output_options()
     if options.provider_source == "oci":
         with options.pool() as pool:

@@ -10,15 +10,16 @@ import json
 from collections.abc import Mapping as MappingType
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airgap import fsutil, phases
 from airgap.bundle.format import BundleManifest, ProviderRecord
 from airgap.errors import AirgapError, InputError, utf8_text
-from airgap.mirror import nodeconfig
 from airgap.mirror.mapping import Mapping, Target
-from airgap.mirror.rewrite import rewrite_images
-from airgap.providers.components import Components, parse_components
-from airgap.verify.bundle import VerifiedBundle
+
+if TYPE_CHECKING:
+    from airgap.providers.components import Components
+    from airgap.verify.bundle import VerifiedBundle
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ def _rewrite_providers(
     *,
     pin: bool,
 ) -> list[RewrittenProvider]:
+    # the YAML parser and the rewriter load here, not with the module: a re-import whose
+    # outputs are there whole (mirror.outputcache) only writes its report through it
+    from airgap.mirror.rewrite import rewrite_images
+    from airgap.providers.components import parse_components
+
     digests = {image.reference: image.digest for image in manifest.images}
     by_source = {str(m.source): m for m in mappings}
 
@@ -87,8 +93,6 @@ def _rewrite_providers(
     return rewritten
 
 
-
-
 def import_files(
     providers: list[RewrittenProvider],
     mappings: list[Mapping],
@@ -99,6 +103,8 @@ def import_files(
     plain_http: bool = False,
 ) -> dict[str, bytes]:
     """Relative path -> content of everything import writes (but the report)."""
+    from airgap.mirror import nodeconfig  # only when building (see _rewrite_providers)
+
     files: dict[str, bytes] = {}
     for provider in providers:
         record = provider.record

@@ -1,0 +1,239 @@
+"""The output directory's record of what an import wrote, so a re-import can skip
+rebuilding outputs that are already there, whole.
+
+Import's outputs (components, operator ConfigMaps and CRs, the clusterctl repository,
+node configs, the OpenShift component list) are a pure function of the signed bundle
+manifest and the options that change output bytes; rebuilding them means parsing every
+provider's components again, most of a re-import's time. So the last file an import
+writes into ``--output-dir`` is ``.airgap-outputs.json``: the sha256 of the verified
+bundle manifest, those options, and every output file with its sha256 and mode.
+
+Nothing in it is trusted on its own (issue 11 removed a cache that trusted file
+times): a re-import uses it only when the bundle manifest it has just verified by
+signature has that digest, the options are the same, and every listed file, read
+again without following links, has that size, hash and mode. Anything else (a file
+edited, deleted or made a link, a different option, another bundle, an unreadable or
+unknown record) rebuilds everything as a first import does. The variables' values are
+secrets: the record holds the names the outputs asked for and a salted hash of their
+values, never a value, and is written mode 0600.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import secrets
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airgap import __version__
+from airgap.configmaps.variables import VariableValues
+from airgap.errors import AirgapError
+from airgap.fsutil import SecretBytes, file_mode, output_parts
+
+RECORD = ".airgap-outputs.json"
+FORMAT = 1
+MAX_RECORD_BYTES = 16 << 20  # a few hundred files' names and hashes, and references
+MAX_OUTPUT_BYTES = 256 << 20  # all listed files together: a few MB in practice
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+@dataclass(frozen=True, repr=False)
+class AskedValues(VariableValues):
+    """Variable values that remember which names the outputs asked for: with the same
+    bundle those are the same names, so their values are all a re-import compares."""
+
+    asked: set[str] = field(default_factory=set)
+
+    def get(self, name: str) -> str | None:
+        self.asked.add(name)
+        return super().get(name)
+
+
+@dataclass(frozen=True)
+class PublishedImage:
+    """A manifests image import pushed, as a re-import confirms it: its tag resolves
+    to this digest."""
+
+    repository: str
+    tag: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Outputs found whole in the output directory, as the record lists them."""
+
+    files: dict[str, bytes]  # relative path -> the bytes read back (SecretBytes if 0600)
+    published: list[PublishedImage]
+    missing: dict[str, list[str]]  # the import's missing variables (names only)
+    references: dict[str, str]  # the closure's references in ``files`` -> first file
+    plain_http: bool  # what the target spoke: the node configs say it
+
+
+def options_key(
+    *,
+    bundle_manifest: bytes,
+    target: str,
+    keep_registry: bool,
+    pin: bool,
+    namespace: str | None,
+    provider_source: str,
+    location: Path,
+    ca_pem: bytes | None,
+) -> dict[str, Any]:
+    """What the outputs depend on besides the variables and the target's scheme: the
+    bundle manifest's digest, each option that changes output bytes, airgap's version."""
+    return {
+        "airgap": __version__,
+        "bundle": "sha256:" + hashlib.sha256(bundle_manifest).hexdigest(),
+        "target": target,
+        "keepSourceRegistry": keep_registry,
+        "pin": pin,
+        "namespace": namespace,
+        "providerSource": provider_source,
+        # clusterctl.yaml's file:// URLs point there
+        "location": str(location),
+        "absoluteLocation": str(location.absolute()),
+        "caFile": None if ca_pem is None else hashlib.sha256(ca_pem).hexdigest(),
+    }
+
+
+def _values_digest(salt: str, names: Sequence[str], values: VariableValues) -> str:
+    pairs = [[name, values.get(name)] for name in names]
+    return hashlib.sha256((salt + json.dumps(pairs)).encode()).hexdigest()
+
+
+def record_bytes(
+    key: Mapping[str, Any],
+    files: Mapping[str, bytes],
+    *,
+    asked: set[str],
+    values: VariableValues,
+    published: Sequence[PublishedImage],
+    missing: Mapping[str, list[str]],
+    references: Mapping[str, str],
+    plain_http: bool,
+) -> SecretBytes:
+    """The record of an import's outputs (``files``: every output but the report)."""
+    salt = secrets.token_hex(16)
+    names = sorted(asked)
+    document = {
+        "format": FORMAT,
+        "key": dict(key),
+        "plainHTTP": plain_http,
+        "variables": {"names": names, "salt": salt, "digest": _values_digest(salt, names, values)},
+        "files": {
+            path: {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "mode": f"{file_mode(data):o}",
+            }
+            for path, data in sorted(files.items())
+        },
+        "manifestsImages": [
+            {"repository": p.repository, "tag": p.tag, "digest": p.digest} for p in published
+        ],
+        "variablesMissing": dict(missing),
+        "references": dict(references),
+    }
+    return SecretBytes(json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
+
+
+def load(output_dir: Path, key: Mapping[str, Any], values: VariableValues) -> Recorded | None:
+    """The outputs an earlier import with this ``key`` and these variable values left in
+    ``output_dir``, every listed file read back and matching its hash, size and mode;
+    None (rebuild) when anything differs, is missing or cannot be read."""
+    try:
+        with _Reader(output_dir) as reader:
+            raw = reader.read(RECORD, MAX_RECORD_BYTES)
+            document = json.loads(raw) if raw is not None else None
+            if not isinstance(document, dict) or not _matches(document, key, values):
+                return None
+            return _recorded(reader, document)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, AirgapError):
+        return None  # an unreadable or foreign record is no record: rebuild
+
+
+def _matches(document: dict[str, Any], key: Mapping[str, Any], values: VariableValues) -> bool:
+    if document.get("format") != FORMAT:
+        return False
+    if document.get("key") != dict(key):
+        return False
+    variables = document["variables"]
+    names = [str(name) for name in variables["names"]]
+    digest = _values_digest(str(variables["salt"]), names, values)
+    return secrets.compare_digest(digest, str(variables["digest"]))
+
+
+def _recorded(reader: _Reader, document: dict[str, Any]) -> Recorded | None:
+    listed: dict[str, Any] = document["files"]
+    if not listed or sum(int(entry["size"]) for entry in listed.values()) > MAX_OUTPUT_BYTES:
+        return None
+    files: dict[str, bytes] = {}
+    for path, entry in listed.items():
+        data = reader.read(path, int(entry["size"]), mode=int(str(entry["mode"]), 8))
+        if data is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            return None
+        files[path] = SecretBytes(data) if entry["mode"] == "600" else data
+    return Recorded(
+        files,
+        [
+            PublishedImage(str(item["repository"]), str(item["tag"]), str(item["digest"]))
+            for item in document["manifestsImages"]
+        ],
+        {str(k): [str(name) for name in v] for k, v in document["variablesMissing"].items()},
+        {str(k): str(v) for k, v in document["references"].items()},
+        bool(document["plainHTTP"]),
+    )
+
+
+class _Reader:
+    """Regular files below one directory, read through directory descriptors opened
+    without following links (as ``fsutil.write_tree`` writes them): a link anywhere
+    below the output directory is a miss, never followed."""
+
+    def __init__(self, root: Path) -> None:
+        self._fds: dict[tuple[str, ...], int] = {
+            (): os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        }
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+
+    def _directory(self, parts: tuple[str, ...]) -> int:
+        found = self._fds.get(parts)
+        if found is None:
+            parent = self._directory(parts[:-1])
+            found = self._fds[parts] = os.open(parts[-1], _DIRECTORY_FLAGS, dir_fd=parent)
+        return found
+
+    def read(self, relative: str, size: int, *, mode: int | None = None) -> bytes | None:
+        """The file's bytes if it is a regular file of exactly ``size`` bytes (at most,
+        without ``mode``) and, with ``mode``, those permission bits; else None."""
+        parts = output_parts(relative)
+        try:
+            directory = self._directory(tuple(parts[:-1]))
+            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=directory)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                return None
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            if mode is not None and (info.st_size != size or stat.S_IMODE(info.st_mode) != mode):
+                return None
+            data = handle.read(size + 1)
+        return data if len(data) <= size else None

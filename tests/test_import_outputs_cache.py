@@ -1,0 +1,211 @@
+"""A re-import into an output directory that holds the outputs of the same bundle,
+imported with the same options, rebuilds nothing (``mirror.outputcache``); anything
+else (a file edited or deleted, another option, another bundle, other variable values)
+rebuilds everything. "Rebuilt" is what ``AIRGAP_PHASE_TIMES`` shows: the provider
+rewrite and output phases ran. Never timed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airgap.configmaps.variables import VariableValues
+from airgap.mirror import outputcache
+from tests.conftest import start_registry, stop_registry
+from tests.harness.bundle_fixtures import CollectedBundle
+from tests.harness.capi import write_spec
+from tests.harness.cli import run_airgap
+from tests.harness.pki import Pki
+from tests.harness.registry import RegistryServer
+
+# every run names the same location for clusterctl.yaml's file:// URLs, so a copy of
+# the first output directory is the output of an import with the same options
+LOCATION = "/srv/airgap-outputs"
+REBUILT = {"providers/rewrite", "providers/outputs"}
+
+
+@dataclass(frozen=True)
+class First:
+    registry: RegistryServer
+    out: Path
+
+    def files(self) -> dict[str, bytes]:
+        return tree(self.out)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every output file but the report (its counts and duration change every run)."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.name != "import-report.json"
+    }
+
+
+def reimport(
+    bundle: CollectedBundle, first: First, out: Path, *extra: str, **environ: str
+) -> tuple[set[str], dict[str, object]]:
+    """Import ``bundle`` into the first import's registry and ``out``: the phases that
+    ran and the report."""
+    phases = out.parent / f"{out.name}-phases.json"
+    result = run_airgap(
+        *bundle.import_args(f"{first.registry.host}/capi"),
+        "--output-dir",
+        out,
+        "--output-location",
+        LOCATION,
+        "-q",
+        *extra,
+        env={"AIRGAP_PHASE_TIMES": str(phases), **environ},
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "import-report.json").read_text())
+    return set(json.loads(phases.read_text())), report
+
+
+@pytest.fixture(scope="module")
+def first(
+    capi_bundle: CollectedBundle, tmp_path_factory: pytest.TempPathFactory, pki: Pki
+) -> Iterator[First]:
+    registry = start_registry(tmp_path_factory.mktemp("outputs-cache-target"), "plain", pki)
+    try:
+        made = First(registry, tmp_path_factory.mktemp("outputs-cache") / "out")
+        ran, _ = reimport(capi_bundle, made, made.out)
+        assert ran >= REBUILT  # a first import builds every output
+        yield made
+    finally:
+        stop_registry(registry)
+
+
+def copy_of(first: First, tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    shutil.copytree(first.out, out)  # modes too: the Secrets' 0600 is part of the output
+    return out
+
+
+def test_reimport_of_the_same_bundle_rebuilds_nothing(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    out = copy_of(first, tmp_path)
+    earlier = json.loads((first.out / "import-report.json").read_text())
+    ran, report = reimport(capi_bundle, first, out)
+    assert not ran & REBUILT and "import/outputs-check" in ran, ran
+    assert tree(out) == first.files()  # byte-identical, the record included
+    assert report["changed"] is False
+    assert report["variables_missing"] == earlier["variables_missing"] != {}
+    # the conditions are those of a full import (manifests images confirmed by HEAD),
+    # and each keeps the lastTransitionTime of the import before
+    assert report["conditions"] == earlier["conditions"]
+    assert {c["status"] for c in report["conditions"] if c["type"] == "Available"} == {"True"}
+
+
+def test_an_edited_or_deleted_output_is_rebuilt(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    out = copy_of(first, tmp_path)
+    configmap = next(
+        path
+        for path in sorted(out.rglob("*.yaml"))
+        if path.is_file() and b"kind: ConfigMap" in path.read_bytes()
+    )
+    configmap.write_bytes(configmap.read_bytes() + b"# edited\n")
+    deleted = out / "mapping.txt"
+    deleted.unlink()
+    ran, _ = reimport(capi_bundle, first, out)
+    assert ran >= REBUILT, ran  # not trusted: rebuilt
+    assert tree(out) != first.files()  # a new record (its salt), the outputs restored:
+    files = first.files()
+    assert configmap.read_bytes() == files[str(configmap.relative_to(out))]
+    assert deleted.read_bytes() == files["mapping.txt"]
+    del files[outputcache.RECORD]
+    assert {k: v for k, v in tree(out).items() if k != outputcache.RECORD} == files
+
+
+def test_another_option_rebuilds(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    out = copy_of(first, tmp_path)
+    ran, _ = reimport(capi_bundle, first, out, "--no-pin")
+    assert ran >= REBUILT, ran
+    components = next(out.glob("components/cluster-api/*/core-components.yaml")).read_text()
+    assert "@sha256:" not in components  # the --no-pin outputs, not the pinned ones
+    ran, _ = reimport(capi_bundle, first, out, "--no-pin")  # now they are recorded
+    assert not ran & REBUILT, ran
+
+
+def test_another_variable_value_rebuilds(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    """A value for a variable the components name (from the environment, as clusterctl
+    reads it) fills its Secret: rebuilt, and no longer missing."""
+    out = copy_of(first, tmp_path)
+    ran, report = reimport(capi_bundle, first, out, PROVIDER_CREDENTIALS="c2VjcmV0")
+    assert ran >= REBUILT, ran
+    assert report["variables_missing"] == {}
+    assert b"c2VjcmV0" not in (out / outputcache.RECORD).read_bytes()
+    assert (out / outputcache.RECORD).stat().st_mode & 0o777 == 0o600
+
+
+def test_another_bundle_rebuilds(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    """The same providers collected again: another signed manifest (its creation
+    time), so another digest; the outputs are rebuilt from it."""
+    spec = write_spec(tmp_path / "capi.yaml", capi_bundle.providers.spec)
+    again = tmp_path / "again.tar"
+    result = run_airgap(
+        "collect", spec, "--sign-key", capi_bundle.key.private, "-o", again, "-q",
+        env=capi_bundle.providers.env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    other = CollectedBundle(again, capi_bundle.key, capi_bundle.providers, capi_bundle.manifest)
+    out = copy_of(first, tmp_path)
+    ran, _ = reimport(other, first, out)
+    assert ran >= REBUILT, ran
+    record = json.loads((out / outputcache.RECORD).read_text())
+    earlier = json.loads((first.out / outputcache.RECORD).read_text())
+    assert record["key"]["bundle"] != earlier["key"]["bundle"]
+
+
+def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
+    """Other values for the variables the outputs asked for are another output (the
+    Secrets): no match. The record is a secret file and names no value."""
+    key = outputcache.options_key(
+        bundle_manifest=b"{}",
+        target="registry.example/capi",
+        keep_registry=False,
+        pin=True,
+        namespace=None,
+        provider_source="selector",
+        location=tmp_path,
+        ca_pem=None,
+    )
+    files = {"operator/secret.yaml": b"token: s3cret-value\n", "mapping.txt": b"a=b\n"}
+    given = VariableValues.from_sources({"token": "s3cret-value"}, {})
+    record = outputcache.record_bytes(
+        key,
+        files,
+        asked={"TOKEN", "UNSET"},
+        values=given,
+        published=[],
+        missing={"Secret x": ["UNSET"]},
+        references={},
+        plain_http=True,
+    )
+    assert b"s3cret-value" not in record
+    (tmp_path / "operator").mkdir()
+    for name, data in [*files.items(), (outputcache.RECORD, bytes(record))]:
+        (tmp_path / name).write_bytes(data)
+        (tmp_path / name).chmod(0o644)
+    found = outputcache.load(tmp_path, key, given)
+    assert found is not None and found.files == files and found.missing == {"Secret x": ["UNSET"]}
+    environment = VariableValues.from_sources({"token": "s3cret-value"}, {"TOKEN": "other"})
+    assert outputcache.load(tmp_path, key, environment) is None
+    assert outputcache.load(tmp_path, {**key, "pin": False}, given) is None
+    (tmp_path / "mapping.txt").chmod(0o600)  # a mode write_tree would not leave
+    assert outputcache.load(tmp_path, key, given) is None
