@@ -19,13 +19,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import yaml
-
-from airgap import yamlsafe
 from airgap.errors import InputError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_VARIABLES_BYTES
+
+if TYPE_CHECKING:
+    import yaml
 
 _BOOLEANS = {"true", "True", "TRUE", "false", "False", "FALSE"}  # YAML 1.2, as viper reads
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -70,6 +71,8 @@ def _clean(problem: str | None) -> str:
 
 
 def _where(path: Path, node: yaml.Node | yaml.MarkedYAMLError) -> str:
+    import yaml  # loaded by parse_variables already
+
     mark = node.start_mark if isinstance(node, yaml.Node) else node.problem_mark
     return f"{path}:{mark.line + 1}" if mark is not None else str(path)
 
@@ -90,6 +93,12 @@ def parse_variables(text: str, path: Path) -> dict[str, str]:
     Keys whose value is a mapping or a list are clusterctl configuration (``providers``,
     ``images``, ``cert-manager``), not variables, and are skipped. Errors name the file
     and line, never a value."""
+    # YAML loads only for a --variables file: every import holds VariableValues, and
+    # a re-import without one parses no YAML at all
+    import yaml
+
+    from airgap import yamlsafe
+
     try:
         root = yamlsafe.compose(text, str(path), max_bytes=MAX_VARIABLES_BYTES)
     except yaml.MarkedYAMLError as exc:

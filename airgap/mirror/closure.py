@@ -21,15 +21,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from airgap.content.chart import values_images
 from airgap.errors import AirgapError, InputError
 from airgap.limits import MAX_COMPONENTS_BYTES
 from airgap.parallel import run_parallel
-from airgap.providers.components import lenient_images
 from airgap.providers.types import ProviderType
 from airgap.reference import parse_reference
 from airgap.registry.client import Registry
-from airgap.yamlload import iter_documents
 
 # Output files that hold manifests (others: node mirror configs, mapping.txt, reports).
 MANIFEST_DIRS = ("components/", "clusterctl/", "operator/")
@@ -81,6 +78,12 @@ def references(files: Mapping[str, bytes]) -> dict[str, str]:
 
 
 def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
+    # the readers (YAML, chart values) load when files are read: a re-import whose
+    # outputs are recorded whole only checks references (mirror.outputcache)
+    from airgap.content.chart import values_images
+    from airgap.providers.components import lenient_images
+    from airgap.yamlload import iter_documents
+
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -100,6 +103,8 @@ def _embedded(document: Any, path: str, seen: set[str]) -> Iterator[str]:
     """Images inside objects: a provider ConfigMap's components (plain or gzip in
     binaryData) and a provider CR's image overrides. Components whose bytes were read
     already (the same file in components/) are not parsed again."""
+    from airgap.providers.components import lenient_images  # see _file_references
+
     if not isinstance(document, dict):
         return
     for key in ("data", "binaryData"):

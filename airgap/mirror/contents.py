@@ -16,12 +16,9 @@ from typing import Any
 
 from airgap import phases
 from airgap.bundle.format import BundleManifest, ContentRecord
-from airgap.content.chart import read_chart, values_overrides
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
 from airgap.errors import AirgapError, utf8_text
 from airgap.mirror.mapping import Mapping
-from airgap.mirror.rewrite import rewrite_images
-from airgap.providers.components import lenient_images, parse_components
 from airgap.reference import Reference
 from airgap.verify.bundle import VerifiedBundle
 
@@ -79,6 +76,12 @@ def rewrite_contents(
 def _rewrite(
     record: ContentRecord, read: Callable[[str], bytes], targets: TargetImages
 ) -> RewrittenContent:
+    # the chart and YAML readers load with the first content record, not with the
+    # module: most bundles carry none, and a re-import of one never needs them
+    from airgap.content.chart import read_chart, values_overrides
+    from airgap.mirror.rewrite import rewrite_images
+    from airgap.providers.components import lenient_images, parse_components
+
     kind = ContentKind(record.kind)
     allowed = targets.allowed()
     files: dict[str, bytes] = {}
