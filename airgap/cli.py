@@ -488,13 +488,16 @@ def verify(
     quiet: bool,
 ) -> int:
     """Verify a bundle: signature, every digest, tar safety, providers and policy."""
-    from airgap.verify import policy as policy_rules
-    from airgap.verify import sbom as sbom_docs
     from airgap.verify.bundle import verify_bundle
     from airgap.verify.report import Report
 
     trusted = load_trusted_keys(keys, no_signature)
-    rules = policy_rules.load_policy(policy) if policy else None
+    rules = None
+    if policy:
+        # start-up: policy loads cosign, x509 and yaml; sbom too, only when asked for
+        from airgap.verify import policy as policy_rules
+
+        rules = policy_rules.load_policy(policy)
     with Progress.for_terminal(quiet) as progress:
         verified = verify_bundle(bundle, trusted, progress=progress)
     results = (
@@ -508,6 +511,8 @@ def verify(
         if not report.ok or verified.manifest is None:
             click.echo(f"airgap: error: {_not_verified(report)}; no SBOM written", err=True)
             return EXIT_FAILURE
+        from airgap.verify import sbom as sbom_docs
+
         if sbom == "spdx":
             document = sbom_docs.spdx(
                 verified.manifest, verified.manifest_bytes, bundle.name, read=verified.read

@@ -898,6 +898,30 @@ def test_every_failure_is_reported_not_just_the_first(corpus: Corpus, tmp_path: 
     assert has_failure(report, "member", "images/link", "symlink")
 
 
+def test_damaged_members_are_reported_in_tar_order(corpus: Corpus, tmp_path: Path) -> None:
+    """Workers hash the largest members first (scan._HashPool); the report still lists
+    damaged members in the order they are in the tar."""
+    bundle = tmp_path / "every-blob.tar"
+    bundle.write_bytes(corpus.good.read_bytes())
+    blobs = [(n, s) for n, s in tamper.spans(bundle).items() if n.startswith("images/blobs/")]
+    sizes = [span.size for _, span in blobs]
+    assert sizes != sorted(sizes, reverse=True)  # largest-first order differs from tar order
+    with bundle.open("r+b") as out:
+        for _, span in blobs:
+            out.seek(span.data + span.size // 2)
+            byte = out.read(1)[0]
+            out.seek(-1, 1)
+            out.write(bytes([byte ^ 0x01]))
+    result, report = verify_json(bundle, "--key", corpus.key.public)
+    assert result.returncode == 1
+    damaged = [
+        f["subject"]
+        for f in report["failures"]
+        if f["kind"] == "member" and "does not match the manifest" in f["message"]
+    ]
+    assert damaged == [name for name, _ in blobs]
+
+
 # -- constant memory ----------------------------------------------------------------------
 
 BIG = 200 << 20

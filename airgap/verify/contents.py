@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from airgap.bundle.format import BundleManifest, ContentRecord
-from airgap.content.chart import read_chart
 from airgap.content.kinds import (
     CHART_SUFFIX,
     PROVENANCE_SUFFIX,
@@ -23,7 +22,6 @@ from airgap.content.kinds import (
     is_chart,
     parse_kind,
 )
-from airgap.content.provenance import check_provenance
 from airgap.errors import AirgapError, InputError
 from airgap.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.providers.types import ProviderType
@@ -107,6 +105,8 @@ def _check_file(
         return []
     if present[path] > MAX_RELEASE_FILE_BYTES:
         return [Failure("content", subject, f"{path} is implausibly large")]
+    from airgap.content.chart import read_chart  # start-up: yaml, only for a chart
+
     try:
         chart = read_chart(read(path), path)
     except InputError as exc:
@@ -145,6 +145,8 @@ def _check_provenance(
     # Helm signed NAME-VERSION.tgz with the version's '+' (a bundle file name has '_',
     # which neither a chart name nor a semver version may hold)
     names = tuple(dict.fromkeys((name.replace("_", "+"), name)))
+    from airgap.content.provenance import check_provenance  # start-up: OpenPGP, rare
+
     try:
         check_provenance(read(path), names, digests[package], path)
     except AirgapError as exc:

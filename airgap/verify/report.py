@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airgap.bundle.format import BundleManifest, ImageRecord, ProviderImageRecord
 from airgap.textfmt import TABLE_WIDTH, human_size, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
-from airgap.verify.policy import RuleResult
+
+if TYPE_CHECKING:  # start-up: policy imports cosign, x509 and yaml; a plain verify has no rules
+    from airgap.verify.policy import RuleResult
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ the manifest and goes on; a bundle that fails the check is not read any further.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 import posixpath
 import re
@@ -22,7 +23,7 @@ import threading
 import unicodedata
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +41,19 @@ from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
 from airgap.progress import QUIET, Progress
 from airgap.verify.findings import Failure, printable
 
+
+def _usable_cores() -> int:
+    """The cores this process may run on (taskset's or a cpuset's share, not the host's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 READ_SIZE = 1 << 20
-HASH_WORKERS = min(4, os.cpu_count() or 1)
+HASH_WORKERS = min(4, _usable_cores())
+# members the header walk may run ahead of the oldest unfinished hash: a few hundred
+# bytes each, and enough for the largest members of a bundle to be seen early
+MAX_QUEUED = 1024
 MAX_HEAD_BYTES = MAX_BUNDLE_MANIFEST_BYTES
 # Zero bytes allowed after the end-of-archive marker (tar pads to its record size,
 # 10 KiB for GNU tar); a sparse file of endless zeros is not a bundle.
@@ -118,13 +130,31 @@ def _unsafe_reason(info: TarEntry) -> str | None:
     return None
 
 
+class _Job:
+    """One member to hash; the worker that takes it sets ``digest`` and ``got`` (or
+    ``error``), then ``done``."""
+
+    __slots__ = ("digest", "done", "error", "got", "info", "record")
+
+    def __init__(self, info: TarEntry, record: FileRecord) -> None:
+        self.info = info
+        self.record = record
+        self.digest = ""
+        self.got = 0
+        self.error: BaseException | None = None
+        self.done = False
+
+
 class _HashPool:
     """Hashes member data on worker threads while the main thread walks the headers.
 
     Each worker reads with ``pread`` into its own reusable buffer (sha256 and reads both
     release the GIL), so verification uses every core yet still reads each byte once,
-    in about tar order, in constant memory. Results are taken back in submission order,
-    so failures are reported in tar order."""
+    in constant memory. A member's sha256 is sequential, so a large member taken late
+    leaves the other cores idle while it alone is hashed: workers take the largest
+    member waiting, and the walk runs up to ``MAX_QUEUED`` members ahead of the oldest
+    unfinished one, so the large members start early. Results are taken back in tar
+    order, so failures are reported in tar order."""
 
     def __init__(
         self,
@@ -142,8 +172,10 @@ class _HashPool:
         self._task = progress.task("verifying", source.size)
         self._totalled = False
         self._executor = ThreadPoolExecutor(max_workers=workers)
-        self._pending: deque[tuple[TarEntry, FileRecord, Future[tuple[str, int]]]] = deque()
-        self._limit = workers * 4
+        self._pending: deque[_Job] = deque()  # tar order
+        self._waiting: list[tuple[int, int, _Job]] = []  # heap: the largest first
+        self._submitted = 0
+        self._changed = threading.Condition()
         self._local = threading.local()
 
     def submit(self, info: TarEntry, record: FileRecord) -> None:
@@ -159,9 +191,14 @@ class _HashPool:
             member = Member(info.name, info.offset_data, info.size, record.sha256, hashed=False)
             self._result.members[info.name] = member
             return
-        future = self._executor.submit(self._hash, info.offset_data, info.size)
-        self._pending.append((info, record, future))
-        while len(self._pending) > self._limit:
+        job = _Job(info, record)
+        with self._changed:
+            heapq.heappush(self._waiting, (-info.size, self._submitted, job))
+        self._submitted += 1
+        self._pending.append(job)
+        # one task per job: each takes whichever waiting job is the largest then
+        self._executor.submit(self._hash_largest)
+        while len(self._pending) > MAX_QUEUED:
             self._finish_one()
 
     def drain(self) -> None:
@@ -175,6 +212,17 @@ class _HashPool:
         if buffer is None:
             buffer = self._local.buffer = memoryview(bytearray(READ_SIZE))
         return buffer
+
+    def _hash_largest(self) -> None:
+        with self._changed:
+            job = heapq.heappop(self._waiting)[2]
+        try:
+            job.digest, job.got = self._hash(job.info.offset_data, job.info.size)
+        except BaseException as exc:  # re-raised on the main thread, in tar order
+            job.error = exc
+        with self._changed:
+            job.done = True
+            self._changed.notify_all()
 
     def _hash(self, offset: int, size: int) -> tuple[str, int]:
         """sha256 of ``size`` bytes at ``offset``; also how many bytes were there."""
@@ -192,13 +240,17 @@ class _HashPool:
         return hasher.hexdigest(), size - remaining
 
     def _finish_one(self) -> None:
-        info, record, future = self._pending.popleft()
-        digest, got = future.result()
+        job = self._pending.popleft()
+        with self._changed:
+            self._changed.wait_for(lambda: job.done)
+        if job.error is not None:
+            raise job.error
+        info, record = job.info, job.record
         name = info.name
-        if got != info.size:
-            self._result.fail("tar", name, f"is truncated ({got} of {info.size} bytes)")
-        elif digest != record.sha256:
-            self._result.fail("member", name, f"sha256 {digest} does not match the manifest")
+        if job.got != info.size:
+            self._result.fail("tar", name, f"is truncated ({job.got} of {info.size} bytes)")
+        elif job.digest != record.sha256:
+            self._result.fail("member", name, f"sha256 {job.digest} does not match the manifest")
         else:
             self._result.members[name] = Member(name, info.offset_data, info.size, record.sha256)
 
