@@ -27,3 +27,25 @@ def test_the_import_path_loads_neither_rich_nor_httpx_cli_dependencies() -> None
 def test_httpx_still_works_without_its_cli() -> None:
     loaded = loaded_after("import airgap, httpx; assert callable(httpx.main), httpx.Client")
     assert "httpx" in loaded
+
+
+def test_a_plain_verify_loads_no_policy_or_supply_chain_code() -> None:
+    """Policy rules (cosign, x509), SBOMs and chart provenance load only when a verify
+    asks for them: start-up is the whole time of verifying a small bundle."""
+    probe = (
+        "import sys, airgap.cli, airgap.verify.bundle, airgap.verify.report; "
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    loaded = set(result.stdout.split())
+    unwanted = {
+        "airgap.verify.policy",
+        "airgap.verify.sbom",
+        "airgap.supplychain.cosign",
+        "airgap.content.openpgp",
+        "cryptography.x509",
+    }
+    assert not loaded & unwanted
+    assert "airgap.verify.scan" in loaded
