@@ -23,7 +23,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from airgap import __version__, httplog, jsonsafe, proxies
+from airgap import __version__, fasthttp, httplog, jsonsafe, proxies
 from airgap.errors import (
     AirgapError,
     AuthError,
@@ -119,6 +119,7 @@ def build_client(
     timeout: float | None = None,
     max_connections: int = 32,
     follow_redirects: bool = True,
+    fast: bool = False,
 ) -> httpx.Client:
     """An httpx client sized for concurrent transfers; redirects drop cross-host auth.
 
@@ -126,14 +127,23 @@ def build_client(
     progress deadline, from the environment unless ``pacing`` is given), and bodies are
     asked for uncompressed: layers are compressed already, and a compressed JSON body
     could inflate a thousandfold in one read (``iter_body`` still copes with one).
-    ``timeout`` overrides the idle timeout."""
+    ``timeout`` overrides the idle timeout. With ``fast``, direct connections use
+    ``airgap.fasthttp`` (the registry's bulk traffic) instead of httpcore; proxied ones
+    keep httpx's proxy transport."""
     _read_responses_in_bigger_pieces()
     pacing = pacing or Pacing.from_env()
     if timeout is not None:
         pacing = dataclasses.replace(pacing, idle=timeout)
+    connect = min(CONNECT_TIMEOUT, pacing.idle)
+    transport = (
+        fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)
+        if fast
+        else None
+    )
     client = httpx.Client(
+        transport=transport,
         verify=verify,
-        timeout=httpx.Timeout(pacing.idle, connect=min(CONNECT_TIMEOUT, pacing.idle)),
+        timeout=httpx.Timeout(pacing.idle, connect=connect),
         limits=httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         ),

@@ -64,7 +64,7 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-class _Window:
+class ProgressWindow:
     """Progress of one direction of one request: bytes moved and time spent waiting."""
 
     def __init__(self, pacing: Pacing) -> None:
@@ -91,6 +91,13 @@ class _Window:
             return False
         return self._waited >= self._pacing.progress
 
+    def timeout_message(self, budget: float) -> str:
+        """Why a wait of ``budget`` seconds timed out: the progress deadline when it was
+        the shorter of the two, else the idle timeout."""
+        if budget < self._pacing.idle:
+            return self.stall_message()
+        return f"idle for {self._pacing.idle:g} s ({IDLE_ENV})"
+
     def stall_message(self) -> str:
         return (
             f"no progress: {self._moved} bytes in {self._pacing.progress:g} s "
@@ -104,7 +111,7 @@ class PacedStream(httpcore.NetworkStream):
     def __init__(self, inner: httpcore.NetworkStream, pacing: Pacing) -> None:
         self._inner = inner
         self._pacing = pacing
-        self._window = _Window(pacing)
+        self._window = ProgressWindow(pacing)
         # a TLS socket whose records already received can be read without waiting
         sock = inner.get_extra_info("socket")
         self._tls = sock if isinstance(sock, ssl.SSLSocket) else None
@@ -167,9 +174,7 @@ class PacedStream(httpcore.NetworkStream):
         return min(self._pacing.idle, budget, timeout if timeout is not None else budget)
 
     def _timeout_message(self, budget: float) -> str:
-        if budget < self._pacing.idle:
-            return self._window.stall_message()
-        return f"idle for {self._pacing.idle:g} s ({IDLE_ENV})"
+        return self._window.timeout_message(budget)
 
     def close(self) -> None:
         self._inner.close()

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import httpx
 import pytest
 
+from airgap import fasthttp
 from airgap import http as airgap_http
 from airgap.errors import (
     AuthError,
@@ -117,7 +118,9 @@ def connect() -> Iterator[Connect]:
         ca_file: Path | None = None,
     ) -> Registry:
         client = airgap_http.build_client(
-            verify=airgap_http.ssl_context(str(ca_file) if ca_file else None), timeout=30
+            verify=airgap_http.ssl_context(str(ca_file) if ca_file else None),
+            timeout=30,
+            fast=True,  # the transport RegistryPool gives registries
         )
         clients.append(client)
         return Registry(
@@ -481,7 +484,8 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
     plain_registry: RegistryServer, connect: Connect
 ) -> None:
     """Per-read Python work dominated collect's CPU at httpcore's 64 KiB reads; a blob
-    streamed over loopback must arrive in bigger reads (airgap.http.RESPONSE_READ_BYTES)."""
+    streamed over loopback must arrive in bigger reads (airgap.fasthttp.READ_BYTES, the
+    registry transport's; airgap.http.RESPONSE_READ_BYTES for httpcore elsewhere)."""
     registry = connect(plain_registry)
     data = os.urandom(4 * MIB)
     digest = skopeo.digest_of(data)
@@ -490,7 +494,7 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
     registry.download_blob("read/size", digest, len(data), sink, what="test")
     assert sum(sink.sizes) == len(data)
     assert max(sink.sizes) > 64 * 1024
-    assert max(sink.sizes) <= airgap_http.RESPONSE_READ_BYTES
+    assert max(sink.sizes) <= fasthttp.READ_BYTES
 
 
 def test_download_missing_blob_is_not_found(

@@ -91,6 +91,7 @@ class RegistryPool:
             client = http.build_client(
                 verify=False if plain else _tls(host, options),
                 max_connections=self._max_connections,
+                fast=True,
             )
             self._clients.append(client)
             endpoint = api_host(host)

@@ -1,0 +1,511 @@
+"""A small HTTP/1.1 transport for httpx: registry traffic without h11 in the byte path.
+
+Why it exists: collect and import move gigabytes through one process on machines where
+the registry shares the cores. httpx's default transport (httpcore + h11) copies every
+received byte into and out of h11's ``bytearray`` buffer under the GIL, and frames every
+sent chunk with a join; profiles of collect put a third of its Python time there, and
+on two cores that CPU is taken from the registry (benchmarks/README.md, Findings).
+Here a response body is ``recv``'d straight into the bytes handed to the caller and a
+request body is ``sendall``'d as given: the only per-byte work left is the kernel's.
+
+Everything above the wire stays httpx's: requests, redirects, auth headers, event
+hooks, proxies (a proxied URL goes to httpx's own proxy transport, never here). What
+this module owns is what any transport owns, bounded as the rest of airgap is:
+
+- keep-alive connections per origin, checked for a half-closed peer before reuse;
+- response heads of at most ``MAX_HEAD_BYTES``, strictly parsed (no obs-fold, one
+  Content-Length), bodies framed by Content-Length, chunked coding or close;
+- pacing (``airgap.pacing``): an idle timeout per socket wait and a progress deadline
+  per direction, with the same messages as the default transport;
+- failures raised as httpx's transport exceptions with the socket or TLS error as
+  their cause, so retries and messages (``airgap.http``) treat both transports alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterable, Iterator
+
+import httpx
+
+from airgap.pacing import Pacing, ProgressWindow
+
+READ_BYTES = 1 << 20  # asked of the socket per body read
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response
+MAX_HEADER_LINES = 256
+MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions, or one trailer line
+MAX_IDLE_PER_ORIGIN = 32
+_BODYLESS_STATUSES = frozenset({204, 304})
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+Origin = tuple[str, str, int]
+
+
+class FastTransport(httpx.BaseTransport):
+    """HTTP/1.1 over plain sockets or TLS, one request per connection at a time."""
+
+    def __init__(
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        pacing: Pacing | None = None,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        self._tls = _tls_context(verify)
+        self._pacing = pacing or Pacing.from_env()
+        self._connect_timeout = connect_timeout
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        origin = _origin(request.url)
+        connection = self._checkout(origin, request)
+        try:
+            status, reason, headers = connection.exchange(request)
+        except BaseException:
+            connection.close()
+            raise
+        bodyless = request.method == "HEAD" or status in _BODYLESS_STATUSES or 100 <= status < 200
+        stream = _Body(self, connection, request, headers, bodyless=bodyless)
+        return httpx.Response(
+            status,
+            headers=headers,
+            stream=stream,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle.clear()
+        for connection in idle:
+            connection.close()
+
+    # -- the pool -----------------------------------------------------------------------
+
+    def _checkout(self, origin: Origin, request: httpx.Request) -> _Connection:
+        while True:
+            with self._lock:
+                idle = self._idle.get(origin)
+                connection = idle.pop() if idle else None
+            if connection is None:
+                return self._connect(origin, request)
+            if connection.usable():
+                return connection
+            connection.close()  # the peer closed it while it sat idle
+
+    def _checkin(self, connection: _Connection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(connection.origin, [])
+            if not self._closed and len(idle) < MAX_IDLE_PER_ORIGIN:
+                idle.append(connection)
+                return
+        connection.close()
+
+    def _connect(self, origin: Origin, request: httpx.Request) -> _Connection:
+        scheme, host, port = origin
+        timeout = _timeouts(request).get("connect") or self._connect_timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(str(exc) or "timed out", request=request) from exc
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if scheme == "https":
+                sock = self._tls.wrap_socket(sock, server_hostname=host)
+        except TimeoutError as exc:
+            sock.close()
+            raise httpx.ConnectTimeout(str(exc) or "timed out", request=request) from exc
+        except OSError as exc:  # ssl.SSLError is an OSError
+            sock.close()
+            raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
+        return _Connection(origin, sock, self._pacing)
+
+
+class _Connection:
+    """One socket, its unread bytes, and the pacing of its two directions."""
+
+    def __init__(self, origin: Origin, sock: socket.socket, pacing: Pacing) -> None:
+        self.origin = origin
+        self._sock = sock
+        self._pacing = pacing
+        self._window = ProgressWindow(pacing)
+        self._buffer = bytearray()
+        self._timeout: float | None = None
+        self.reusable = True
+
+    def usable(self) -> bool:
+        """Idle and still open: a readable idle socket has been closed by the peer (or
+        sent something unasked), and is not used again."""
+        if self._buffer:
+            return False
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return False
+        try:
+            poller = select.poll()
+            poller.register(self._sock, select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
+
+    def close(self) -> None:
+        self.reusable = False
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    # -- one exchange -------------------------------------------------------------------
+
+    def exchange(self, request: httpx.Request) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        """Send ``request`` and read the head of its final (non-1xx) response."""
+        self._send_head(request)
+        try:
+            self._send_body(request)
+        except httpx.WriteError as failure:
+            # the server may have answered (a 401, a 413) and closed before taking the
+            # whole body: that answer says more than the broken pipe
+            try:
+                answer = self._read_final_head(request)
+            except httpx.TransportError:
+                raise failure from failure.__cause__
+            self.reusable = False
+            return answer
+        return self._read_final_head(request)
+
+    def _send_head(self, request: httpx.Request) -> None:
+        target = request.url.raw_path
+        lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
+        lines += [name + b": " + value for name, value in request.headers.raw]
+        if any(b"\r" in line or b"\n" in line for line in lines):
+            raise httpx.LocalProtocolError("a request line or header holds a line break")
+        self._write(b"\r\n".join(lines) + b"\r\n\r\n", request)
+
+    def _send_body(self, request: httpx.Request) -> None:
+        stream = request.stream
+        assert isinstance(stream, Iterable)
+        declared = request.headers.get("Content-Length")
+        chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        sent = 0
+        for chunk in stream:
+            if not chunk:
+                continue
+            if chunked:
+                self._write(b"%x\r\n" % len(chunk), request)
+                self._write(chunk, request)
+                self._write(b"\r\n", request)
+            else:
+                self._write(chunk, request)
+            sent += len(chunk)
+        if chunked:
+            self._write(b"0\r\n\r\n", request)
+        elif declared is not None and declared.isdigit() and sent != int(declared):
+            self.reusable = False
+            raise httpx.LocalProtocolError(
+                f"the request body was {sent} bytes, not its Content-Length {declared}"
+            )
+
+    def _read_final_head(
+        self, request: httpx.Request
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        while True:
+            status, reason, headers = self._read_head(request)
+            if status == 101 or not 100 <= status < 200:
+                return status, reason, headers
+
+    def _read_head(self, request: httpx.Request) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        while True:
+            end = self._buffer.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES + 4)
+            if end >= 0:
+                break
+            if len(self._buffer) >= MAX_HEAD_BYTES + 4:
+                raise httpx.RemoteProtocolError(
+                    f"response headers over {MAX_HEAD_BYTES // 1024} KiB", request=request
+                )
+            data = self._recv(request, MAX_HEAD_BYTES)
+            if not data:
+                message = (
+                    "Server disconnected without sending a response."
+                    if not self._buffer
+                    else "Server disconnected in the middle of a response head."
+                )
+                raise httpx.RemoteProtocolError(message, request=request)
+            self._buffer += data
+        head = bytes(self._buffer[:end])
+        del self._buffer[: end + 4]
+        return _parse_head(head, request)
+
+    # -- socket operations, paced -------------------------------------------------------
+
+    def _write(self, data: bytes | memoryview, request: httpx.Request) -> None:
+        self._window.turn("write")
+        budget = self._window.budget()
+        self._set_timeout(budget)
+        started = time.monotonic()
+        try:
+            self._sock.sendall(data)
+        except TimeoutError:
+            self.reusable = False
+            raise httpx.WriteTimeout(self._timeout_message(budget), request=request) from None
+        except OSError as exc:
+            self.reusable = False
+            raise httpx.WriteError(str(exc) or type(exc).__name__, request=request) from exc
+        if self._window.account(len(data), time.monotonic() - started):
+            self.reusable = False
+            raise httpx.WriteTimeout(self._window.stall_message(), request=request)
+
+    def read_some(self, request: httpx.Request, limit: int) -> bytes:
+        """At most ``limit`` bytes: buffered ones first, else one paced ``recv`` (over
+        TLS, the records already arrived too). ``b""`` at the end of the stream."""
+        if self._buffer:
+            data = bytes(self._buffer[:limit])
+            del self._buffer[:limit]
+            return data
+        return self._recv(request, limit)
+
+    def _recv(self, request: httpx.Request, limit: int) -> bytes:
+        """One paced ``recv`` of at most ``limit`` bytes, past anything buffered."""
+        self._window.turn("read")
+        budget = self._window.budget()
+        self._set_timeout(budget)
+        started = time.monotonic()
+        try:
+            data = self._sock.recv(limit)
+        except TimeoutError:
+            self.reusable = False
+            raise httpx.ReadTimeout(self._timeout_message(budget), request=request) from None
+        except OSError as exc:
+            self.reusable = False
+            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+        if self._window.account(len(data), time.monotonic() - started):
+            self.reusable = False
+            raise httpx.ReadTimeout(self._window.stall_message(), request=request)
+        if data and len(data) < limit and isinstance(self._sock, ssl.SSLSocket):
+            data = self._more_records(data, limit)
+        return data
+
+    def _more_records(self, data: bytes, limit: int) -> bytes:
+        """Over TLS a ``recv`` returns one record (16 KiB) however much is asked: take the
+        records that have already arrived too, without waiting. A condition met here (end
+        of stream, an error) is left for the next read to meet again."""
+        pieces = [data]
+        total = len(data)
+        self._set_timeout(0.0)
+        try:
+            while total < limit:
+                more = self._sock.recv(limit - total)
+                if not more:
+                    break
+                pieces.append(more)
+                total += len(more)
+        except OSError:  # SSLWantReadError: nothing more yet
+            pass
+        if total > len(data):
+            self._window.account(total - len(data), 0.0)
+        return b"".join(pieces)
+
+    def _set_timeout(self, budget: float) -> None:
+        timeout = min(self._pacing.idle, budget)
+        if timeout != self._timeout:  # settimeout costs two fcntl calls
+            self._sock.settimeout(timeout)
+            self._timeout = timeout
+
+    def _timeout_message(self, budget: float) -> str:
+        return self._window.timeout_message(budget)
+
+    def unread(self, data: bytes) -> None:
+        """Give back bytes read past the end of a body (the start of nothing: a server
+        that sends more than it framed makes the connection unusable)."""
+        if data:
+            self._buffer[:0] = data
+
+
+class _Body(httpx.SyncByteStream):
+    """A response body as the bytes ``recv`` returned, framed by its headers; the
+    connection goes back to the pool only when the body was read to its end."""
+
+    def __init__(
+        self,
+        transport: FastTransport,
+        connection: _Connection,
+        request: httpx.Request,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        bodyless: bool,
+    ) -> None:
+        self._transport = transport
+        self._connection = connection
+        self._request = request
+        self._done = bodyless
+        self._closed = False
+        self._length: int | None = None
+        self._chunked = False
+        self._keep_alive = True
+        if not bodyless:
+            self._frame(headers)
+
+    def _frame(self, headers: list[tuple[bytes, bytes]]) -> None:
+        encodings = _values(headers, b"transfer-encoding")
+        lengths = {value.strip() for value in _values(headers, b"content-length")}
+        if encodings:
+            codings = [c.strip().lower() for e in encodings for c in e.split(b",")]
+            self._chunked = codings[-1] == b"chunked"
+            self._keep_alive = self._chunked
+        elif lengths:
+            if len(lengths) != 1 or not next(iter(lengths)).isdigit():
+                self._connection.reusable = False
+                raise httpx.RemoteProtocolError(
+                    "invalid or conflicting Content-Length", request=self._request
+                )
+            self._length = int(next(iter(lengths)))
+            self._done = self._length == 0
+        else:
+            self._keep_alive = False  # the body runs to the end of the connection
+        if any(b"close" in value.lower() for value in _values(headers, b"connection")):
+            self._keep_alive = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        if self._done:
+            return
+        if self._length is not None:
+            yield from self._sized(self._length)
+        elif self._chunked:
+            yield from self._chunks()
+        else:
+            yield from self._until_close()
+        self._done = True
+
+    def _sized(self, length: int) -> Iterator[bytes]:
+        remaining = length
+        connection, request = self._connection, self._request
+        while remaining:
+            data = connection.read_some(request, min(READ_BYTES, remaining))
+            if not data:
+                connection.reusable = False
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection without sending complete message body: "
+                    f"received {length - remaining} bytes, expected {length}",
+                    request=request,
+                )
+            remaining -= len(data)
+            yield data
+
+    def _until_close(self) -> Iterator[bytes]:
+        while True:
+            data = self._connection.read_some(self._request, READ_BYTES)
+            if not data:
+                return
+            yield data
+
+    def _chunks(self) -> Iterator[bytes]:
+        while True:
+            line = self._line()
+            size_text = line.split(b";", 1)[0].strip()
+            if not size_text or len(size_text) > 16 or not _is_hex(size_text):
+                self._connection.reusable = False
+                raise httpx.RemoteProtocolError(
+                    "invalid chunk size in a chunked body", request=self._request
+                )
+            size = int(size_text, 16)
+            if size == 0:
+                while self._line():  # trailers, up to the empty line
+                    pass
+                return
+            yield from self._sized(size)
+            if self._line():
+                self._connection.reusable = False
+                raise httpx.RemoteProtocolError(
+                    "a chunk not followed by CRLF", request=self._request
+                )
+
+    def _line(self) -> bytes:
+        collected = b""
+        while True:
+            data = self._connection.read_some(self._request, MAX_CHUNK_LINE)
+            if not data:
+                self._connection.reusable = False
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection inside a chunked body", request=self._request
+                )
+            collected += data
+            end = collected.find(b"\r\n")
+            if end >= 0:
+                self._connection.unread(collected[end + 2 :])
+                return collected[:end]
+            if len(collected) > MAX_CHUNK_LINE:
+                self._connection.reusable = False
+                raise httpx.RemoteProtocolError(
+                    "a chunked body line over 4 KiB", request=self._request
+                )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        connection = self._connection
+        if self._done and self._keep_alive and connection.reusable:
+            self._transport._checkin(connection)
+        else:
+            connection.close()
+
+
+def _parse_head(
+    head: bytes, request: httpx.Request
+) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    lines = head.split(b"\r\n")
+    if len(lines) > MAX_HEADER_LINES:
+        raise httpx.RemoteProtocolError("too many response header lines", request=request)
+    version, _, rest = lines[0].partition(b" ")
+    code, _, reason = rest.partition(b" ")
+    if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit():
+        raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:60]!r}", request=request)
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or not _TOKEN.issuperset(name):
+            raise httpx.RemoteProtocolError(
+                f"malformed response header line {line[:60]!r}", request=request
+            )
+        headers.append((name, value.strip(b" \t")))
+    if version == b"HTTP/1.0":
+        headers.append((b"Connection", b"close"))  # no keep-alive without asking for it
+    return int(code), reason, headers
+
+
+def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
+    return [value for key, value in headers if key.lower() == name]
+
+
+def _is_hex(text: bytes) -> bool:
+    return all(c in b"0123456789abcdefABCDEF" for c in text)
+
+
+def _origin(url: httpx.URL) -> Origin:
+    scheme = url.scheme
+    if scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+    port = url.port or (443 if scheme == "https" else 80)
+    return scheme, url.host, port
+
+
+def _timeouts(request: httpx.Request) -> dict[str, float | None]:
+    timeouts = request.extensions.get("timeout")
+    return timeouts if isinstance(timeouts, dict) else {}
+
+
+def _tls_context(verify: ssl.SSLContext | bool) -> ssl.SSLContext:
+    """The context TLS connections are made with; ``False`` as httpx has it: no checks."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    context = ssl.create_default_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context

@@ -1,0 +1,249 @@
+"""airgap.fasthttp, the registry's HTTP/1.1 transport, on the wire.
+
+The real registry (tests/test_registry_client.py, whose clients use this transport as
+RegistryPool's do) covers what a well-behaved server sends. Here a scripted socket
+server sends what a registry, a proxy in front of one or a hostile peer may send instead:
+chunked and close-delimited bodies, split heads, conflicting lengths, an answer before
+the request body is in, a connection closed while idle in the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from airgap import fasthttp
+from airgap.pacing import Pacing
+
+Script = Callable[[socket.socket, bytes], None]
+
+
+class _Server:
+    """Accepts connections and runs ``script(conn, request_head)`` for each request."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.requests: list[bytes] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            buffered = b""
+            while True:
+                while b"\r\n\r\n" not in buffered:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffered += data
+                head, _, buffered = buffered.partition(b"\r\n\r\n")
+                self.requests.append(head)
+                length = _content_length(head)
+                while len(buffered) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffered += data
+                body, buffered = buffered[:length], buffered[length:]
+                self.script(conn, head + b"\r\n\r\n" + body)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
+    return 0
+
+
+@contextmanager
+def _client(script: Script, **pacing: float) -> Iterator[tuple[httpx.Client, _Server]]:
+    server = _Server(script)
+    transport = fasthttp.FastTransport(pacing=Pacing(**pacing) if pacing else Pacing())
+    with httpx.Client(transport=transport) as client:
+        yield client, server
+    server.listener.close()
+
+
+def _answer(body: bytes, *extra: str) -> Script:
+    def script(conn: socket.socket, request: bytes) -> None:
+        headers = "".join(f"{h}\r\n" for h in extra)
+        conn.sendall(f"HTTP/1.1 200 OK\r\n{headers}".encode() + b"\r\n" + body)
+
+    return script
+
+
+def test_sized_bodies_reuse_one_connection_and_heads_may_arrive_in_pieces() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        for piece in (b"HTTP/1.1 200 OK\r\nConte", b"nt-Length: 5\r\n", b"\r\nhel", b"lo"):
+            conn.sendall(piece)
+
+    with _client(script) as (client, server):
+        assert [client.get(f"{server.url}/{n}").content for n in range(3)] == [b"hello"] * 3
+        assert server.connections == 1
+
+
+def test_chunked_bodies_with_extensions_and_trailers() -> None:
+    body = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n"
+    with _client(_answer(body, "Transfer-Encoding: chunked")) as (client, server):
+        assert client.get(server.url).content == b"hello world"
+        assert client.get(server.url).content == b"hello world"
+        assert server.connections == 1
+
+
+def test_a_body_without_length_runs_to_the_close_and_the_connection_is_not_reused() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\n\r\nuntil the end")
+        conn.shutdown(socket.SHUT_WR)
+
+    with _client(script) as (client, server):
+        assert client.get(server.url).content == b"until the end"
+        assert client.get(server.url).content == b"until the end"
+        assert server.connections == 2
+
+
+def test_head_and_204_have_no_body_whatever_their_length_says() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        status = "204 No Content" if request.startswith(b"GET") else "200 OK"
+        conn.sendall(f"HTTP/1.1 {status}\r\nContent-Length: 1000\r\n\r\n".encode())
+
+    with _client(script) as (client, server):
+        assert client.head(server.url).headers["Content-Length"] == "1000"
+        assert client.get(server.url).status_code == 204
+        assert client.head(server.url).status_code == 200
+        assert server.connections == 1
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        conn.shutdown(socket.SHUT_WR)  # keep-alive by the headers, closed in fact
+
+    with _client(script) as (client, server):
+        for _ in range(3):
+            assert client.get(server.url).content == b"ok"
+        assert server.connections == 3
+
+
+def test_request_bodies_are_sent_as_declared_and_chunked_without_a_length() -> None:
+    received: list[bytes] = []
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        received.append(request)
+        conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+
+    with _client(script) as (client, server):
+        pieces = [b"a" * 70000, b"b" * 5]
+        answer = client.put(server.url, content=iter(pieces), headers={"Content-Length": "70005"})
+        assert answer.status_code == 201
+        assert received[0].endswith(b"a" * 70000 + b"bbbbb")
+        with pytest.raises(httpx.LocalProtocolError, match="not its Content-Length 9"):
+            client.put(server.url, content=iter([b"short"]), headers={"Content-Length": "9"})
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", "Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length"),
+        (b"HTTP/1.1 200 OK\r\n folded: header\r\n\r\n", "malformed response header"),
+        (b"HTTP/9 200 OK\r\n\r\n", "malformed status line"),
+        (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n", "over 64 KiB"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "received 5 bytes, expected 10"),
+        (b"", "without sending a response"),
+    ],
+    ids=["two-lengths", "negative", "obs-fold", "version", "huge-head", "chunk", "short", "none"],
+)
+def test_malformed_answers_are_protocol_errors(answer: bytes, message: str) -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(answer)
+        conn.shutdown(socket.SHUT_WR)
+
+    with _client(script) as (client, server), pytest.raises(httpx.RemoteProtocolError) as caught:
+        client.get(server.url)
+    assert message in str(caught.value)
+
+
+def test_an_answer_sent_before_the_body_is_taken_is_what_the_caller_sees() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        raise AssertionError("never reached: the server answers from the head")
+
+    server = _Server(script)
+
+    def refuse_early(conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n")
+        conn.close()
+
+    server._serve = refuse_early  # type: ignore[method-assign]
+    body = iter([b"x" * (1 << 20)] * 64)
+    with httpx.Client(transport=fasthttp.FastTransport()) as client:
+        answer = client.put(server.url, content=body, headers={"Content-Length": str(64 << 20)})
+    assert answer.status_code == 413
+    server.listener.close()
+
+
+def test_a_trickled_head_fails_on_the_progress_deadline() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        with contextlib.suppress(OSError):  # the client gives up and closes
+            for byte in b"HTTP/1.1 200 OK\r\n":
+                conn.sendall(bytes([byte]))
+                threading.Event().wait(0.1)
+
+    with (
+        _client(script, idle=5, progress=0.3) as (client, server),
+        pytest.raises(httpx.ReadTimeout, match="no progress"),
+    ):
+        client.get(server.url)
+
+
+def test_a_silent_server_fails_on_the_idle_timeout() -> None:
+    with (
+        _client(lambda conn, request: None, idle=0.3, progress=30) as (client, server),
+        pytest.raises(httpx.ReadTimeout, match="idle for 0.3 s"),
+    ):
+        client.get(server.url)
+
+
+def test_line_breaks_never_reach_the_wire() -> None:
+    with _client(_answer(b"", "Content-Length: 0")) as (client, server):
+        request = httpx.Request("GET", server.url)
+        request.headers._list.append((b"x", b"x", b"a\r\nInjected: 1"))
+        with pytest.raises(httpx.LocalProtocolError, match="line break"):
+            client.send(request)
+        assert client.get(server.url).status_code == 200
+    assert not any(b"Injected" in head for head in server.requests)
+
+
+def test_connection_failures_keep_their_cause() -> None:
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with (
+        httpx.Client(transport=fasthttp.FastTransport()) as client,
+        pytest.raises(httpx.ConnectError) as caught,
+    ):
+        client.get(f"http://127.0.0.1:{port}/")
+    assert isinstance(caught.value.__cause__, ConnectionRefusedError)
