@@ -209,3 +209,9 @@ def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
     assert outputcache.load(tmp_path, {**key, "pin": False}, given) is None
     (tmp_path / "mapping.txt").chmod(0o600)  # a mode write_tree would not leave
     assert outputcache.load(tmp_path, key, given) is None
+    (tmp_path / "mapping.txt").chmod(0o644)
+    assert outputcache.load(tmp_path, key, given) is not None
+    (tmp_path / "elsewhere.txt").write_bytes(files["mapping.txt"])
+    (tmp_path / "mapping.txt").unlink()
+    (tmp_path / "mapping.txt").symlink_to(tmp_path / "elsewhere.txt")  # same bytes
+    assert outputcache.load(tmp_path, key, given) is None  # never read through a link

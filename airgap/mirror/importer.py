@@ -283,24 +283,24 @@ def run_import(
                 ]
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
-    if recorded is not None:
-        files, found = recorded.files, dict(recorded.references)
-        missing.update(recorded.missing)
-    elif options.output_dir is not None:
-        files |= import_files(
-            providers,
-            mappings,
-            options.target,
-            keep_registry=options.keep_registry,
-            ca_pem=ca_pem,
-            plain_http=plain_http,
-        )
-        from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list
+        if recorded is not None:
+            files, found = recorded.files, dict(recorded.references)
+            missing.update(recorded.missing)
+        elif options.output_dir is not None:
+            files |= import_files(
+                providers,
+                mappings,
+                options.target,
+                keep_registry=options.keep_registry,
+                ca_pem=ca_pem,
+                plain_http=plain_http,
+            )
+            from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list
 
-        files[COMPONENTS_FILE] = component_list(published)
-    if recorded is None:
-        found = closure_references(files)
-    closure = check_closure(options, manifest, mappings, dict(found))
+            files[COMPONENTS_FILE] = component_list(published)
+        if recorded is None:
+            found = closure_references(files)
+        closure = check_closure(registry, options, manifest, mappings, dict(found))
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)
     published_oci = len(providers) if wants_outputs and options.provider_source == "oci" else 0
@@ -437,6 +437,7 @@ def delta_supply(
 
 
 def check_closure(
+    registry: Registry,
     options: ImportOptions,
     manifest: BundleManifest,
     mappings: list[Mapping],
@@ -444,7 +445,9 @@ def check_closure(
 ) -> Closure:
     """Every image the written files reference (``found``: ``closure.references`` of
     them), and every image of the bundle by its digest, asked of the target: what does
-    not resolve there is dangling."""
+    not resolve there is dangling. ``registry``: the client the import pushed with
+    (it keeps no answers, each is asked again; a second client would only load the
+    TLS trust store again)."""
     digests = {image.reference: image.digest for image in manifest.images}
     expected: dict[str, str] = {}
     for mapping in mappings:
@@ -452,8 +455,7 @@ def check_closure(
         found.setdefault(mapping.pinned(digest), "the bundle")
         if mapping.target.tag and not mapping.target.digest:
             expected[str(mapping.target)] = digest
-    with phases.timed("import/closure"), options.pool() as pool:
-        registry = pool.registry(options.target.host)
+    with phases.timed("import/closure"):
         return closure_check(
             registry, options.target.host, found, expected, concurrency=options.concurrency
         )
