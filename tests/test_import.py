@@ -252,12 +252,17 @@ def test_killed_import_completes_on_rerun(
                     >= 3
                 )
             )
-        else:  # one HEAD per image proves it incomplete; the next comes after the blobs
-            images = len(capi_bundle.manifest.images)
+        else:  # every blob in every repository is asked for with one POST (it mounts or
+            # opens the upload); after the last of them, the first manifest PUT hangs
+            pairs = {
+                (image.repository, blob)
+                for image in capi_bundle.providers.images.values()
+                for blob in image.blob_digests
+            }
             _wait_for(
                 lambda: (
-                    sum(1 for r in proxy.requests if r.method == "HEAD" and "/manifests/" in r.path)
-                    > images
+                    sum(1 for r in proxy.requests if r.method == "POST" and "/blobs/" in r.path)
+                    >= len(pairs)
                 )
             )
         time.sleep(0.5)  # the next request is now hanging in the proxy

@@ -1,9 +1,15 @@
 """Push a verified bundle's images into a registry, straight from the tar.
 
-Blobs first (HEAD to skip what is there, a cross-repository mount when another target
-repository already holds the blob, else a streamed upload read from the tar by offset),
-then child manifests, then indexes, then tags; manifests as their exact bytes, so every
-digest in the target equals the source. Re-running pushes only what is missing.
+Blobs first (skip what is there, a cross-repository mount when another target repository
+already holds the blob, else a streamed upload read from the tar by offset), then child
+manifests, then indexes, then tags; manifests as their exact bytes, so every digest in
+the target equals the source. Re-running pushes only what is missing.
+
+Requests per blob and repository, on a registry that mounts (distribution): one POST
+that mounts or opens the session the bytes then go into (``Registry.mount_or_start``),
+plus the PUT of an upload; a HEAD only where its answer can save a request (a hint from
+the blob index or a delta, which a mount from elsewhere cannot tell from "already
+there"), or once the registry has shown that it ignores mounts.
 """
 
 from __future__ import annotations
@@ -21,14 +27,22 @@ from airgap.mirror.mapping import Mapping
 from airgap.oci import Descriptor, Manifest
 from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress, Task
-from airgap.registry.client import Registry
+from airgap.registry.client import Registry, UploadSession
 from airgap.verify.bundle import VerifiedBundle
 
 MAX_INDEX_MOUNTS = 2  # remembered repositories to try per blob before uploading it
+_SKIPPED = "skipped"  # the repository already holds the blob
+_MOUNTED = "mounted"  # the registry linked it from another repository
 
 
 @dataclass
 class PushStats:
+    """What the push did. A blob is uploaded (its bytes sent), skipped (the repository
+    answered that it holds it: a HEAD, or a mount from itself) or mounted (linked by a
+    mount from another repository; distribution's 201 does not say whether the target
+    held it already, so an interrupted import's repositories count as mounted there).
+    A manifest is pushed (PUT) or skipped (a HEAD found it, asked only where it can)."""
+
     blobs_uploaded: int = 0
     blobs_skipped: int = 0
     blobs_mounted: int = 0
@@ -137,6 +151,10 @@ class Pusher:
         self._concurrency = concurrency
         self._progress = progress
         self.stats = PushStats()
+        # set when a mount from a repository this import just put the blob in answered
+        # 202: the registry ignores mounts, so a mount can no longer say "already there"
+        self._mounts_ignored = False
+        self._asked: set[int] = set()  # trees whose reference _complete looked up (id)
 
     def push(self, trees: list[ImageTree]) -> PushStats:
         # A registry accepts a manifest only once everything it references is there, so
@@ -191,6 +209,7 @@ class Pusher:
             # because the far side lacked it (a have-list of a registry that lost it):
             # check every blob rather than trust the tag
             return False
+        self._asked.add(id(tree))
         return self._registry.manifest_digest(target.repository, tree.reference, what=what) == (
             tree.top.digest
         )
@@ -214,57 +233,117 @@ class Pusher:
         body = _Metered(partial(self._bundle.stream, member), self._progress, task)
         what = f"blob {digest}"
         for repository in repositories:
-            if self._registry.blob_size(repository, digest, what=what) is not None:
+            placed = self._place(repository, digest, holder, what)
+            if placed == _SKIPPED:
                 self.stats.add(blobs_skipped=1)
-            elif self._mount(repository, digest, holder or self._relied.get(digest), what):
+            elif placed == _MOUNTED:
                 self.stats.add(blobs_mounted=1)
             elif member not in self._bundle.members:
+                assert isinstance(placed, UploadSession)
+                self._registry.cancel_upload(placed)
                 raise AirgapError(
                     f"{what}: the bundle relies on the target for it (a delta), and "
                     f"registry {self._registry.display_name} neither holds it in "
                     f"{repository} nor mounts it there"
                 )
             else:
-                self._registry.upload_blob(repository, digest, size, body, what=what)
+                assert isinstance(placed, UploadSession)
+                self._registry.upload_blob(
+                    repository, digest, size, body, what=what, session=placed
+                )
                 self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
             holder = holder or repository
             if self._index is not None:
                 self._index.learn(digest, repository)
         self._progress.advance(task, size - body.reported)  # skipped, mounted: all at once
 
-    def _mount(self, repository: str, digest: str, holder: str | None, what: str) -> bool:
-        """Link the blob instead of uploading it: from the repository this import just put
-        it in, else from one an earlier import left it in (the blob index)."""
-        if holder:
-            return self._registry.mount_blob(repository, digest, holder, what=what)
-        return self._mount_known(repository, digest, what)
+    def _place(
+        self, repository: str, digest: str, holder: str | None, what: str
+    ) -> str | UploadSession:
+        """Whether ``repository`` holds the blob (``_SKIPPED``), got it by a mount
+        (``_MOUNTED``), or else the open session to upload it into.
 
-    def _mount_known(self, repository: str, digest: str, what: str) -> bool:
-        """Only a hint: a mount the registry refuses, for whatever reason, costs an upload."""
+        No HEAD where its answer cannot change what is sent. From ``holder``, the
+        repository this import just put the blob in, a mount-or-start either links it or
+        opens the session the bytes go into anyway: a HEAD first would only tell a blob
+        already there from one just linked (both count as mounted here). Without any
+        source, ``Registry.find_or_start`` asks "is it there?" and opens the session in
+        one request (a mount from the repository itself, HEAD + POST where the registry
+        refuses that). With hints (a delta's holder, the blob index), the HEAD stays: a
+        mount from elsewhere would link a blob that is already there and count it as
+        mounted, and a failed hint costs a session to cancel."""
+        if holder and not self._mounts_ignored:
+            session = self._registry.mount_or_start(repository, digest, holder, what=what)
+            if session is None:
+                return _MOUNTED
+            # holder has it (this import put it there): the registry ignores mounts, and
+            # a mount can no longer answer "already there" for anything
+            self._mounts_ignored = True
+            return session
+        hints = [holder] if holder else self._hints(repository, digest)
+        if not hints and not self._mounts_ignored:
+            session = self._registry.find_or_start(repository, digest, what=what)
+            return _SKIPPED if session is None else session
+        if self._registry.blob_size(repository, digest, what=what) is not None:
+            return _SKIPPED
+        return self._mount_from(repository, digest, hints, trusted=bool(holder), what=what)
+
+    def _hints(self, repository: str, digest: str) -> list[str]:
+        """Repositories said to hold the blob: a delta's (the far side's have-list), else
+        the blob index's (an earlier import's), at most ``MAX_INDEX_MOUNTS``."""
+        relied = self._relied.get(digest)
+        if relied:
+            return [relied]
         if self._index is None:
-            return False
-        for source in self._index.holders(digest, exclude=repository)[:MAX_INDEX_MOUNTS]:
+            return []
+        return self._index.holders(digest, exclude=repository)[:MAX_INDEX_MOUNTS]
+
+    def _mount_from(
+        self, repository: str, digest: str, sources: list[str], *, trusted: bool, what: str
+    ) -> str | UploadSession:
+        """Mount from the first source that has the blob, else upload into the session
+        the first failed mount opened (the later ones' are cancelled). An index hint is
+        only a hint: a mount the registry refuses, for whatever reason (e.g. no pull
+        access to that repository any more), costs an upload and is forgotten."""
+        session: UploadSession | None = None
+        for source in sources:
             try:
-                if self._registry.mount_blob(repository, digest, source, what=what):
-                    return True
+                opened = self._registry.mount_or_start(repository, digest, source, what=what)
             except AirgapError:
-                pass  # e.g. no pull access to that repository any more
-            self._index.forget(digest, source)
-        return False
+                if trusted or self._index is None or source == self._relied.get(digest):
+                    raise
+                self._index.forget(digest, source)
+                continue
+            if opened is None:
+                if session is not None:
+                    self._registry.cancel_upload(session)
+                return _MOUNTED
+            if not trusted and self._index is not None and source != self._relied.get(digest):
+                self._index.forget(digest, source)
+            if session is None:
+                session = opened
+            else:
+                self._registry.cancel_upload(opened)
+        return session or self._registry.start_upload(repository, what=what)
 
     def _push_manifests(self, tree: ImageTree) -> None:
         target = tree.mapping.target
         what = f"image {target}"
+        # _complete looked the reference up and found the image incomplete: a PUT of a
+        # manifest that is there already is idempotent and as small as the HEAD that
+        # would skip it, so each is PUT without asking (a delta's image, never looked
+        # up, asks first: its manifests may all be there)
+        ask = id(tree) not in self._asked
         for manifest in tree.manifests[:-1]:
-            self._put(target.repository, manifest.digest, manifest, manifest.digest, what)
-        top = tree.top
-        self._put(target.repository, tree.reference, top, top.digest, what)
+            self._put(target.repository, manifest.digest, manifest, what, ask=ask)
+        self._put(target.repository, tree.reference, tree.top, what, ask=ask)
 
     def _put(
-        self, repository: str, reference: str, manifest: Manifest, digest: str, what: str
+        self, repository: str, reference: str, manifest: Manifest, what: str, *, ask: bool
     ) -> None:
-        present = self._registry.manifest_digest(repository, reference, what=what)
-        if present == digest:
+        if ask and self._registry.manifest_digest(repository, reference, what=what) == (
+            manifest.digest
+        ):
             self.stats.add(manifests_skipped=1)
             return
         self._registry.put_manifest(repository, reference, manifest, what=what)

@@ -14,6 +14,7 @@ import io
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
@@ -51,6 +52,16 @@ class BlobSink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
+@dataclass(frozen=True)
+class UploadSession:
+    """An open upload session (the 202 to ``POST blobs/uploads/``): where the bytes go,
+    and the smallest PATCH the registry takes (``OCI-Chunk-Min-Length``, 0: none)."""
+
+    repository: str
+    location: str
+    minimum: int
+
+
 class Registry:
     """Talks the distribution API to one registry endpoint."""
 
@@ -75,6 +86,7 @@ class Registry:
         self._auth = Authenticator(host, client, credentials, policy)
         self._ping_lock = threading.Lock()
         self._ping_error: AirgapError | None = None
+        self._self_mount = True  # False once the registry refused a same-repository mount
 
     @property
     def plain_http(self) -> bool:
@@ -470,26 +482,63 @@ class Registry:
         return buffer.getvalue()
 
     def mount_blob(self, repository: str, digest: str, source: str, *, what: str) -> bool:
-        """Ask the registry to link a blob from another repository; True if it did."""
-        scopes = (repository_scope(repository, "pull,push"), repository_scope(source, "pull"))
+        """Ask the registry to link a blob from another repository; True if it did (a
+        session it opened instead is cancelled)."""
+        session = self.mount_or_start(repository, digest, source, what=what)
+        if session is None:
+            return True
+        self.cancel_upload(session)
+        return False
+
+    def mount_or_start(
+        self, repository: str, digest: str, source: str, *, what: str
+    ) -> UploadSession | None:
+        """``POST blobs/uploads/?mount=DIGEST&from=SOURCE``: None when the registry linked
+        the blob (201), else the upload session it opened instead (202).
+
+        The distribution spec defines the 202 as the answer of a registry that "does not
+        support cross-repository mounting or is unable to mount the requested blob":
+        "the upload session has begun and the client MAY proceed with the upload". So a
+        failed mount is not a request wasted: the bytes go into that session, where
+        cancelling it and opening another would cost two more requests."""
+        scopes: tuple[str, ...] = (repository_scope(repository, "pull,push"),)
+        if source != repository:
+            scopes += (repository_scope(source, "pull"),)
         url = f"{repository}/blobs/uploads/?mount={digest}&from={source}"
         response = self._send("POST", url, scopes, what=what, ok=(201, 202))
         assert response is not None
         response.close()
         if response.status_code == 201:
-            return True
-        self._cancel_upload(response, scopes)
-        return False
+            return None
+        return self._session(repository, response, what)
 
-    def _cancel_upload(self, response: httpx.Response, scopes: tuple[str, ...]) -> None:
-        location = response.headers.get("Location")
-        if not location:
-            return
-        with contextlib.suppress(AirgapError):  # an abandoned session expires anyway
+    def find_or_start(self, repository: str, digest: str, *, what: str) -> UploadSession | None:
+        """None when ``repository`` already holds the blob, else an upload session for it.
+
+        One request where the registry allows it: a mount from the repository itself.
+        distribution (2.8 and 3) stats the blob in the source repository, the same one
+        here, and links it again (201) if it is there, else opens a session (202), as for
+        any mount it cannot make; HEAD then POST asks the same in two. A registry may
+        refuse the form (one answers 400 to a mount whose source is its target): any
+        error status falls back to HEAD + POST, and the registry is not asked that way
+        again. A registry that ignores mount parameters answers 202 whatever it holds; the
+        pusher notices that on a mount that had to succeed and asks first from then on."""
+        if self._self_mount:
+            try:
+                return self.mount_or_start(repository, digest, repository, what=what)
+            except HTTPStatusError:
+                self._self_mount = False
+        if self.blob_size(repository, digest, what=what) is not None:
+            return None
+        return self.start_upload(repository, what=what)
+
+    def cancel_upload(self, session: UploadSession) -> None:
+        """Abandon an upload session (best effort: an abandoned session expires anyway)."""
+        with contextlib.suppress(AirgapError):
             self._send(
                 "DELETE",
-                self._location(location),
-                scopes,
+                session.location,
+                (repository_scope(session.repository, "pull,push"),),
                 what="cancel upload",
                 ok=(200, 202, 204),
                 missing_ok=True,
@@ -520,30 +569,40 @@ class Registry:
         *,
         what: str,
         chunk_size: int | None = None,
+        session: UploadSession | None = None,
     ) -> None:
         """Upload a blob: one streamed PUT, or PATCH chunks when the registry wants them.
 
         ``body(offset)`` yields the blob's bytes from ``offset`` to the end; it is called
-        again for every attempt so nothing is ever buffered whole.
+        again for every attempt so nothing is ever buffered whole. ``session`` is one
+        already open for this blob in ``repository`` (a mount answered with 202), else
+        one is opened.
         """
         scopes = (repository_scope(repository, "pull,push"),)
-        start = self._start_upload(repository, scopes, what)
-        location = self._session_location(start, what)
-        minimum = self._chunk_minimum(start, what)
-        if chunk_size is None and minimum == 0:
+        if session is None:
+            session = self.start_upload(repository, what=what)
+        if chunk_size is None and session.minimum == 0:
             try:
-                self._put_monolithic(location, digest, size, body, scopes, what)
+                self._put_monolithic(session.location, digest, size, body, scopes, what)
                 return
             except HTTPStatusError as exc:
                 if exc.status not in (400, 413, 416):
                     raise
-                self._cancel_upload(start, scopes)  # do not leave the refused session open
-                location = self._session_location(
-                    self._start_upload(repository, scopes, what), what
-                )
+                self.cancel_upload(session)  # do not leave the refused session open
+                session = self.start_upload(repository, what=what)
         self._put_chunked(
-            location, digest, size, body, scopes, what, max(chunk_size or 8 * CHUNK, minimum)
+            session.location,
+            digest,
+            size,
+            body,
+            scopes,
+            what,
+            max(chunk_size or 8 * CHUNK, session.minimum),
         )
+
+    def _session(self, repository: str, response: httpx.Response, what: str) -> UploadSession:
+        location = self._session_location(response, what)
+        return UploadSession(repository, location, self._chunk_minimum(response, what))
 
     def _session_location(self, response: httpx.Response, what: str) -> str:
         """Where an upload session's bytes go: its Location, which must be there."""
@@ -572,12 +631,13 @@ class Registry:
             )
         return int(text)
 
-    def _start_upload(self, repository: str, scopes: tuple[str, ...], what: str) -> httpx.Response:
+    def start_upload(self, repository: str, *, what: str) -> UploadSession:
         """Open an upload session; its Location says where the bytes go."""
+        scopes = (repository_scope(repository, "pull,push"),)
         start = self._send("POST", f"{repository}/blobs/uploads/", scopes, what=what, ok=(202,))
         assert start is not None
         start.close()
-        return start
+        return self._session(repository, start, what)
 
     def _put_monolithic(
         self,

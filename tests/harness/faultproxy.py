@@ -63,10 +63,14 @@ class Fault:
     delay: float
     body: bytes | None
     after: int = 0  # matching requests to let through before the fault applies
+    query: re.Pattern[str] | None = None  # also ``re.search`` on the query string
 
-    def matches(self, method: str, path: str) -> bool:
-        """Method (case-insensitive, None = any) and ``re.search`` on the path."""
+    def matches(self, method: str, path: str, query: str = "") -> bool:
+        """Method (case-insensitive, None = any) and ``re.search`` on the path (and on
+        the query string, when the fault has a ``query`` pattern)."""
         if self.method is not None and self.method.upper() != method.upper():
+            return False
+        if self.query is not None and self.query.search(query) is None:
             return False
         return self.pattern.search(path) is not None
 
@@ -141,6 +145,7 @@ class FaultProxy:
         delay: float = 0.0,
         body: bytes | None = None,
         after: int = 0,
+        query_regex: str | None = None,
     ) -> Fault:
         """Fault the next ``times`` requests whose method and path match.
 
@@ -160,6 +165,7 @@ class FaultProxy:
             delay=delay,
             body=body,
             after=after,
+            query=re.compile(query_regex) if query_regex is not None else None,
         )
         with self._lock:
             self._faults.append(fault)
@@ -177,10 +183,10 @@ class FaultProxy:
         with self._lock:
             return list(self._faults)
 
-    def _take_fault(self, method: str, path: str) -> Fault | None:
+    def _take_fault(self, method: str, path: str, query: str = "") -> Fault | None:
         with self._lock:
             for fault in self._faults:
-                if fault.matches(method, path):
+                if fault.matches(method, path, query):
                     if fault.after > 0:  # let this many matching requests through first
                         fault.after -= 1
                         return None
@@ -302,8 +308,9 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _handle(self) -> None:
             method = self.command
-            path = urlsplit(self.path).path
-            fault = proxy._take_fault(method, path)
+            split = urlsplit(self.path)
+            path = split.path
+            fault = proxy._take_fault(method, path, split.query)
             if fault is not None:
                 if fault.delay:
                     time.sleep(fault.delay)

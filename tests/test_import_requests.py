@@ -1,0 +1,200 @@
+"""How many requests ``airgap import`` sends, counted from its ``--debug`` lines.
+
+Against the real registry (distribution): per blob and repository one POST that mounts
+it or opens the session its bytes go into, one PUT per distinct blob, no HEAD of a blob
+and no cancelled session; per manifest one PUT, no HEAD before it. A repository that
+already holds every blob (an interrupted import) is asked and answered in the same POST
+and gets no byte again; a registry that refuses the combined form still gets everything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.harness import skopeo
+from tests.harness.bundle_fixtures import CollectedBundle
+from tests.harness.cli import run_airgap
+from tests.harness.faultproxy import FaultProxyFactory
+from tests.harness.registry import RegistryFactory, RegistryServer
+
+PREFIX = "req"
+_LINE = re.compile(r"^airgap: debug: (\S+) (\S+) (\d{3})\b")
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # below the host, query included
+    status: int
+
+    @property
+    def repository(self) -> str:
+        return self.path.removeprefix("/v2/").split("/blobs/")[0].split("/manifests/")[0]
+
+    @property
+    def kind(self) -> str:
+        if "/blobs/uploads/" in self.path:
+            if self.method == "POST":
+                return "mount" if "mount=" in self.path else "start"
+            return "session"
+        return "blob" if "/blobs/" in self.path else "manifest"
+
+
+def _requests(stderr: str, repositories: set[str]) -> list[Request]:
+    """The debug log's requests to the bundle's image repositories, in order."""
+    found = []
+    for line in stderr.splitlines():
+        match = _LINE.match(line)
+        if match:
+            method, url, status = match.groups()
+            request = Request(method, re.sub(r"^https?://[^/]+", "", url), int(status))
+            if request.repository in repositories:
+                found.append(request)
+    return found
+
+
+def _import(
+    bundle: CollectedBundle, host: str, tmp_path: Path, *extra: str
+) -> tuple[dict[str, int], str]:
+    result = run_airgap(
+        *bundle.import_args(f"{host}/{PREFIX}"),
+        *extra,
+        "--plain-http",
+        "--debug",
+        "-q",
+        "--format",
+        "json",
+        env={"AIRGAP_CACHE_DIR": str(tmp_path / "cache")},  # no blob index hints
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout), result.stderr
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the bundle's images need in the target: (repository, blob) pairs, distinct
+    blobs, manifests, tags."""
+
+    repositories: set[str]
+    pairs: set[tuple[str, str]]
+    blobs: set[str]
+    manifests: int
+    images: int
+
+
+def _shape(bundle: CollectedBundle) -> Shape:
+    images = list(bundle.providers.images.values())
+    pairs = {(f"{PREFIX}/{i.repository}", blob) for i in images for blob in i.blob_digests}
+    return Shape(
+        repositories={repository for repository, _ in pairs},
+        pairs=pairs,
+        blobs={blob for _, blob in pairs},
+        manifests=sum(1 + len(i.child_digests) for i in images),
+        images=len(images),
+    )
+
+
+def _count(requests: list[Request], method: str, kind: str, status: int | None = None) -> int:
+    return sum(
+        1 for r in requests if r.method == method and r.kind == kind and status in (None, r.status)
+    )
+
+
+def test_a_fresh_import_sends_one_post_per_blob_and_repository_and_no_blob_head(
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
+) -> None:
+    registry = registry_factory("plain")
+    shape = _shape(capi_bundle)
+    assert len(shape.pairs) > len(shape.blobs)  # layers shared across repositories
+    report, stderr = _import(capi_bundle, registry.host, tmp_path)
+    requests = _requests(stderr, shape.repositories)
+    mounted = len(shape.pairs) - len(shape.blobs)
+    assert (report["blobs_uploaded"], report["blobs_mounted"], report["blobs_skipped"]) == (
+        len(shape.blobs),
+        mounted,
+        0,
+    )
+    assert (report["manifests_pushed"], report["manifests_skipped"]) == (shape.manifests, 0)
+    # blobs: each repository's first ask is the mount-or-start; nothing else
+    assert _count(requests, "HEAD", "blob") == 0
+    assert _count(requests, "POST", "start") == 0
+    assert _count(requests, "DELETE", "session") == 0
+    assert _count(requests, "POST", "mount", 201) == mounted
+    assert _count(requests, "POST", "mount", 202) == len(shape.blobs)
+    assert _count(requests, "POST", "mount") == len(shape.pairs)
+    assert _count(requests, "PUT", "session") == len(shape.blobs)
+    assert _count(requests, "PATCH", "session") == 0
+    # manifests: the completeness HEAD per image before any blob, one PUT per manifest
+    # with no HEAD between them, then the post-push check (issue 11) HEADs again
+    first_blob = next(i for i, r in enumerate(requests) if r.kind != "manifest")
+    assert _count(requests[:first_blob], "HEAD", "manifest") == shape.images
+    puts = [i for i, r in enumerate(requests) if r.method == "PUT" and r.kind == "manifest"]
+    assert len(puts) == shape.manifests
+    assert _count(requests[puts[0] : puts[-1]], "HEAD", "manifest") == 0
+    assert _count(requests[puts[-1] :], "HEAD", "manifest") >= shape.manifests + shape.images
+
+
+def test_a_repository_holding_every_blob_is_asked_in_the_same_post_and_sent_nothing(
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
+) -> None:
+    """Every image's blobs and manifests are already in its target repository, under
+    another tag (as an import interrupted before its tags leaves them): the import
+    uploads no byte, and finds that out without a HEAD per blob."""
+    registry = registry_factory("plain")
+    shape = _shape(capi_bundle)
+    for image in capi_bundle.providers.images.values():
+        assert image.layout_ref is not None
+        skopeo.copy(
+            image.layout_ref,
+            f"docker://{registry.host}/{PREFIX}/{image.repository}:elsewhere",
+            dest_registry=registry,
+            preserve_digests=True,
+        )
+    report, stderr = _import(capi_bundle, registry.host, tmp_path)
+    requests = _requests(stderr, shape.repositories)
+    assert (report["blobs_uploaded"], report["bytes_uploaded"]) == (0, 0)
+    # a blob's first repository answers "already there" (counted skipped); the others
+    # are linked from it (counted mounted: a 201 does not tell the two apart)
+    assert report["blobs_skipped"] == len(shape.blobs)
+    assert report["blobs_mounted"] == len(shape.pairs) - len(shape.blobs)
+    assert _count(requests, "POST", "mount", 201) == len(shape.pairs)
+    assert [r for r in requests if r.kind in ("blob", "start", "session")] == []
+    for source, image in capi_bundle.providers.images.items():
+        target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
+        assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest
+
+
+def test_a_registry_refusing_the_combined_form_gets_every_image_with_one_refusal(
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
+) -> None:
+    """A registry answering 400 to a mount whose source is the target repository
+    itself: that is asked once, then HEAD + POST + PUT; mounts from other repositories
+    (which it takes) still link shared layers."""
+    registry: RegistryServer = registry_factory("plain")
+    proxy = fault_proxy_factory(registry)
+    shape = _shape(capi_bundle)
+    for repository in shape.repositories:
+        source = re.escape(repository).replace("/", "(/|%2F)")
+        pattern = rf"mount=[^&]+&from={source}(&|$)"
+        proxy.inject(
+            "POST",
+            rf"^/v2/{re.escape(repository)}/blobs/uploads/$",
+            query_regex=pattern,
+            status=400,
+            times=1000,
+        )
+    # one push at a time: the refusal is remembered before the next blob is asked
+    report, _ = _import(capi_bundle, proxy.host, tmp_path, "--concurrency", "1")
+    assert report["blobs_uploaded"] == len(shape.blobs)
+    assert report["blobs_mounted"] == len(shape.pairs) - len(shape.blobs)
+    refused = [r for r in proxy.requests if r.status == 400]
+    assert len(refused) == 1, refused
+    for source, image in capi_bundle.providers.images.items():
+        target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
+        assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest
