@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from airgap import __version__, http, interrupt
+from airgap import __version__, http, interrupt, phases
 from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
@@ -128,7 +128,8 @@ def collect(
                 progress=progress,
                 signatures=signatures,
             )
-            images = copier.resolve(_image_references(spec, providers, contents))
+            with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
+                images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
             relied = _relied(images, holdings)
             members = _members(providers, contents, images, staging, relied)
@@ -155,12 +156,13 @@ def collect(
             def fill(sink: Sink, regions: list[Region]) -> None:
                 copier.download(images, {_digest_of(r.name): r for r in regions}, sink)
 
-            if part_size is None:
-                write_bundle(plan, output, fill)
-            else:
-                write_parts(
-                    plan, output, part_size, fill, manifest=data, sign=lambda b: sign(key, b)
-                )
+            with phases.timed("images/download"):  # and the bundle written around them
+                if part_size is None:
+                    write_bundle(plan, output, fill)
+                else:
+                    write_parts(
+                        plan, output, part_size, fill, manifest=data, sign=lambda b: sign(key, b)
+                    )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         interrupt.untrack(staging)
