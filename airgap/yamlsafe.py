@@ -96,7 +96,10 @@ def safe_load(
 ) -> Any:
     """``yaml.safe_load`` of a small document, after ``check_bounds``."""
     check_bounds(text, where, max_bytes=max_bytes, max_depth=max_depth, max_nodes=max_nodes)
-    return yaml.safe_load(text)
+    # libyaml's parser where present (check_bounds has just parsed the same text with
+    # it), PyYAML's own safe constructor: the same values, without the pure-Python
+    # scanner (every import and verify reads each provider's metadata.yaml through here)
+    return yaml.load(text, Loader=_EventLoader)  # noqa: S506 - a safe loader
 
 
 def compose(

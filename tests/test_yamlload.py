@@ -15,13 +15,17 @@ from typing import Any
 import pytest
 import yaml
 
-from airgap import yamlload
+from airgap import yamlload, yamlsafe
 from airgap.configmaps import emit, objects
 from airgap.errors import InputError
 from airgap.providers import components
 from airgap.providers.components import parse_components
 from airgap.providers.types import ProviderType
-from tests.harness.realistic import REALISTIC_PROVIDERS, realistic_components
+from tests.harness.realistic import (
+    REALISTIC_PROVIDERS,
+    realistic_components,
+    realistic_metadata,
+)
 
 IMAGES = ["registry.example/capi/manager:v1.10.0", "registry.example/capi/sidecar:v0.1"]
 
@@ -272,3 +276,16 @@ def test_skipping_gives_parse_components_the_same_answers(realistic: dict[str, s
         assert list(yamlload.iter_documents(text, name, kinds=wanted)) == [
             d for d in built if d.get("kind") in wanted
         ]
+
+
+@pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
+def test_bounded_safe_load_gives_what_the_pure_python_loader_gives() -> None:
+    """``yamlsafe.safe_load`` (specs, policies, metadata.yaml) parses with libyaml; the
+    values are those of PyYAML's pure-Python ``safe_load``."""
+    documents = [realistic_metadata(p) for p in REALISTIC_PROVIDERS] + [
+        "a: &x {b: [1, 2.5, true, null, ~, 0x1f, 2001-12-14]}\nc: *x\nd: |\n  two\n  lines\n",
+        "providers:\n  - {name: 'odd', type: \"Infrastructure\\u0050rovider\", version: v1}\n",
+        "",
+    ]
+    for text in documents:
+        assert yamlsafe.safe_load(text, "doc", max_bytes=1 << 20) == yaml.safe_load(text), text
