@@ -138,6 +138,20 @@ def test_another_option_rebuilds(
     assert not ran & REBUILT, ran
 
 
+def test_the_oci_provider_source_is_never_recorded(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    """Its CRs carry the credentials the registry asked for, and its artifacts are
+    pushed as they are built: rebuilt every time, and an earlier record removed."""
+    out = copy_of(first, tmp_path)
+    ran, _ = reimport(capi_bundle, first, out, "--provider-source", "oci")
+    assert ran >= REBUILT, ran
+    assert not (out / outputcache.RECORD).exists()
+    ran, _ = reimport(capi_bundle, first, out)  # back to the selector: rebuilt
+    assert ran >= REBUILT, ran
+    assert (out / outputcache.RECORD).is_file()
+
+
 def test_another_variable_value_rebuilds(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ values, never a value, and is written mode 0600.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -192,6 +193,13 @@ def _recorded(reader: _Reader, document: dict[str, Any]) -> Recorded | None:
         {str(k): str(v) for k, v in document["references"].items()},
         bool(document["plainHTTP"]),
     )
+
+
+def forget(output_dir: Path) -> None:
+    """Remove an earlier import's record before outputs it would not describe are
+    written (``--provider-source oci``): a record lists only what is whole."""
+    with contextlib.suppress(OSError):  # then the hashes still keep it from matching
+        (output_dir / RECORD).unlink()
 
 
 class _Reader:
