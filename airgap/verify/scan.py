@@ -23,7 +23,6 @@ import threading
 import unicodedata
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,12 +170,14 @@ class _HashPool:
         self._progress = progress
         self._task = progress.task("verifying", source.size)
         self._totalled = False
-        self._executor = ThreadPoolExecutor(max_workers=workers)
+        self._workers = workers
+        self._threads: list[threading.Thread] = []  # started with the first job
         self._pending: deque[_Job] = deque()  # tar order
         self._waiting: list[tuple[int, int, _Job]] = []  # heap: the largest first
         self._submitted = 0
+        self._closed = False  # no more jobs: idle workers end
+        self._abandoned = False  # an error or an interrupt: running hashes stop too
         self._changed = threading.Condition()
-        self._local = threading.local()
 
     def submit(self, info: TarEntry, record: FileRecord) -> None:
         if not self._totalled and self._result.manifest is not None:
@@ -191,45 +192,71 @@ class _HashPool:
             member = Member(info.name, info.offset_data, info.size, record.sha256, hashed=False)
             self._result.members[info.name] = member
             return
+        if not self._threads:
+            self._start()
         job = _Job(info, record)
         with self._changed:
             heapq.heappush(self._waiting, (-info.size, self._submitted, job))
+            self._changed.notify_all()
         self._submitted += 1
         self._pending.append(job)
-        # one task per job: each takes whichever waiting job is the largest then
-        self._executor.submit(self._hash_largest)
         while len(self._pending) > MAX_QUEUED:
             self._finish_one()
 
     def drain(self) -> None:
-        while self._pending:
-            self._finish_one()
-        self._executor.shutdown()
+        """Take back every result (in tar order), then end the workers."""
+        try:
+            while self._pending:
+                self._finish_one()
+        except BaseException:
+            self.abandon()
+            raise
+        self._stop()
         self._progress.finish(self._task)
 
-    def _buffer(self) -> memoryview:
-        buffer: memoryview | None = getattr(self._local, "buffer", None)
-        if buffer is None:
-            buffer = self._local.buffer = memoryview(bytearray(READ_SIZE))
-        return buffer
+    def abandon(self) -> None:
+        """After an error or an interrupt: hash nothing more, and end the workers (a
+        running hash stops at its next read) instead of hashing the rest of the tar."""
+        with self._changed:
+            self._waiting.clear()
+            self._abandoned = True
+        self._stop()
+        self._progress.finish(self._task)  # nothing more to report about it
 
-    def _hash_largest(self) -> None:
+    def _start(self) -> None:
+        for number in range(self._workers):
+            thread = threading.Thread(target=self._work, name=f"airgap-hash-{number}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _stop(self) -> None:
         with self._changed:
-            job = heapq.heappop(self._waiting)[2]
-        try:
-            job.digest, job.got = self._hash(job.info.offset_data, job.info.size)
-        except BaseException as exc:  # re-raised on the main thread, in tar order
-            job.error = exc
-        with self._changed:
-            job.done = True
+            self._closed = True
             self._changed.notify_all()
+        for thread in self._threads:
+            thread.join()
 
-    def _hash(self, offset: int, size: int) -> tuple[str, int]:
+    def _work(self) -> None:
+        buffer = memoryview(bytearray(READ_SIZE))
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._waiting or self._closed)
+                if not self._waiting:
+                    return
+                job = heapq.heappop(self._waiting)[2]
+            try:
+                job.digest, job.got = self._hash(job.info.offset_data, job.info.size, buffer)
+            except BaseException as exc:  # re-raised on the main thread, in tar order
+                job.error = exc
+            with self._changed:
+                job.done = True
+                self._changed.notify_all()
+
+    def _hash(self, offset: int, size: int, buffer: memoryview) -> tuple[str, int]:
         """sha256 of ``size`` bytes at ``offset``; also how many bytes were there."""
-        buffer = self._buffer()
         hasher = hashlib.sha256()
         remaining = size
-        while remaining:
+        while remaining and not self._abandoned:
             got = self._source.readinto(buffer[: min(len(buffer), remaining)], offset)
             if not got:
                 break
@@ -292,8 +319,10 @@ def _scan(
         _walk_members(TarReader(source), source.path, result, hashes, expected, authenticate)
         if result.authenticated is None:  # the archive ended before a third member
             _open_manifest(result, expected, authenticate)
-    finally:
-        hashes.drain()
+    except BaseException:
+        hashes.abandon()
+        raise
+    hashes.drain()
     if not result.authenticated:
         _check_head(result)
         return result  # nothing after an untrusted manifest is worth a look
