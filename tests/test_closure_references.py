@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from airgap.mirror.closure import references
+from airgap.mirror.closure import merged, references
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -70,3 +70,20 @@ def test_workloads_configmaps_and_provider_crs_are_read_and_crds_are_not() -> No
         "mirror.example/capi/override:v2": "operator/core-provider.yaml",
     }
     assert "not/a-workload:v1" not in " ".join(found)
+
+
+def test_references_scanned_in_two_parts_merge_as_one_scan_of_both() -> None:
+    """Import scans the outputs built before the push while it pushes, and the files
+    written after it then: merging the two must name the same file for every reference
+    as one scan of all of them."""
+    core = DEPLOYMENT.format(image="mirror.example/capi/core:v1")
+    before = {
+        "components/core.yaml": core.encode(),
+        "operator/core-provider.yaml": _operator_cr("mirror.example/capi/override:v2"),
+    }
+    after = {  # a copy sorting first, and one new reference
+        "clusterctl/cluster-api/v1/core-components.yaml": core.encode(),
+        "operator/z-other.yaml": DEPLOYMENT.format(image="mirror.example/capi/z:v1").encode(),
+    }
+    assert merged(references(before), references(after)) == references(before | after)
+    assert merged(references(after), references(before)) == references(before | after)

@@ -77,6 +77,17 @@ def references(files: Mapping[str, bytes]) -> dict[str, str]:
     return found
 
 
+def merged(*parts: Mapping[str, str]) -> dict[str, str]:
+    """``references`` of several sets of files as one: each reference -> the first file
+    in path order among those naming it (what ``references`` of their union gives)."""
+    found: dict[str, str] = {}
+    for part in parts:
+        for reference, path in part.items():
+            if reference not in found or path < found[reference]:
+                found[reference] = path
+    return found
+
+
 def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
     # the readers (YAML, chart values) load when files are read: a re-import whose
     # outputs are recorded whole only checks references (mirror.outputcache)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referre
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.closure import Closure, describe_failure
 from airgap.mirror.closure import check as closure_check
+from airgap.mirror.closure import merged as closure_merged
 from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import RewrittenContent, rewrite_contents
 from airgap.mirror.have import have_list
@@ -236,6 +238,10 @@ def run_import(
         # built before pushing: a provider too large for a ConfigMap fails the import
         # before anything reaches the registry
         files = operator_outputs()
+    # the closure check's scan of the outputs built so far (a YAML parse of every
+    # provider's components, a CPU-bound few tenths of a second) runs while the images
+    # push, when this thread would only wait
+    scan = _ClosureScan(files) if files else None
     with options.pool() as pool:
         registry = pool.registry(options.target.host)
         index = BlobIndex.load(options.target.host)  # where earlier imports left blobs
@@ -299,7 +305,8 @@ def run_import(
 
             files[COMPONENTS_FILE] = component_list(published)
         if recorded is None:
-            found = closure_references(files)
+            with phases.timed("import/closure"):
+                found = _scanned(files, scan)
         closure = check_closure(registry, options, manifest, mappings, dict(found))
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)
@@ -341,6 +348,41 @@ def run_import(
     if not closure.closed:  # the outputs and the report are there to look at
         raise AirgapError(describe_failure(closure, str(options.target)))
     return result
+
+
+class _ClosureScan:
+    """``closure_references`` of some outputs, on a thread of its own: ``result`` joins
+    it and re-raises its error."""
+
+    def __init__(self, files: AnyMapping[str, bytes]) -> None:
+        self.files = dict(files)
+        self._found: dict[str, str] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="closure-scan", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._found = closure_references(self.files)
+        except BaseException as exc:  # handed to the thread that asks for the result
+            self._error = exc
+
+    def result(self) -> dict[str, str]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._found is not None
+        return self._found
+
+
+def _scanned(files: dict[str, bytes], scan: _ClosureScan | None) -> dict[str, str]:
+    """The references of every output: those scanned while pushing, plus the files
+    written or changed since."""
+    if scan is None:
+        return closure_references(files)
+    early = scan.result()
+    later = {path: data for path, data in files.items() if scan.files.get(path) != data}
+    return closure_merged(early, closure_references(later)) if later else early
 
 
 def outputs_key(
