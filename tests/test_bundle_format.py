@@ -1,3 +1,4 @@
+import json
 import tarfile
 from pathlib import Path
 
@@ -6,10 +7,15 @@ import pytest
 from airgap.bundle.format import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
+    ArtifactRecord,
     BundleManifest,
+    ContentRecord,
+    DeltaRecord,
     FileRecord,
     ImageRecord,
+    NeedRecord,
     ProviderRecord,
+    TrustRecord,
 )
 from airgap.bundle.reader import read_head
 from airgap.bundle.writer import PlannedMember, RegionWriter, TarPlan
@@ -48,6 +54,33 @@ def test_manifest_round_trips_and_is_deterministic() -> None:
     assert BundleManifest.from_bytes(data) == manifest
     assert b'"sourceDigest"' not in data  # absent optional fields are omitted
     assert b'"mediaType": "m"' in data
+
+
+def test_manifest_bytes_are_json_dumps_indent_2_of_the_document() -> None:
+    """to_bytes writes the document a record at a time (issue 12, peak RSS): the bytes
+    must stay exactly ``json.dumps(document, indent=2)`` plus a newline, every optional
+    section present, empty lists and non-ASCII text included."""
+    base = _manifest()
+    manifest = BundleManifest(
+        created=base.created,
+        tool_version=base.tool_version,
+        providers=base.providers,
+        images=[
+            *base.images,
+            ImageRecord("r/b:1", "sha256:" + "3" * 64, "m", [], 7, "sha256:" + "4" * 64, "pin"),
+        ],
+        files=[*base.files, FileRecord("images/blobs/sha256/" + "5" * 64, "5" * 64, 9)],
+        contents=[ContentRecord("templates", "t", "v1", "s", ["a"], [], ["bad ${X} \u00e9"])],
+        artifacts=[ArtifactRecord("r/b:1", "sha256:" + "3" * 64, "sbom", "tag", "d", "m", 1)],
+        trust=[TrustRecord("rekorKeys", "trust/rekor.pem")],
+        delta=DeltaRecord([NeedRecord("sha256:" + "6" * 64, 2, "m")], base="ab" * 32),
+    )
+    data = manifest.to_bytes()
+    assert data == json.dumps(json.loads(data), indent=2).encode() + b"\n"
+    assert BundleManifest.from_bytes(data) == manifest
+    empty = BundleManifest("2026-11-21T00:00:00Z", "0.1.0", [], [], [])
+    assert empty.to_bytes() == json.dumps(json.loads(empty.to_bytes()), indent=2).encode() + b"\n"
+    assert b'"providers": [],' in empty.to_bytes()
 
 
 def test_malformed_manifest_is_a_bundle_error() -> None:

@@ -11,8 +11,9 @@ push straight from it.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ PROVIDERS_DIR = "providers"
 TRUST_DIR = "trust"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per member or image: no __dict__ each
 class FileRecord:
     path: str
     sha256: str
@@ -87,7 +88,7 @@ class ContentRecord:
     provenance: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImageRecord:
     reference: str  # the normalised original reference, also its ref.name in the layout
     digest: str  # digest of the top manifest or index stored in the bundle
@@ -101,7 +102,7 @@ class ImageRecord:
     needs: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NeedRecord:
     """A manifest or blob a delta bundle relies on without carrying it: import finds it
     in the target registry (where the base bundle, or the have-list, says it is)."""
@@ -143,7 +144,7 @@ class DeltaRecord:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArtifactRecord:
     """A signature, attestation or SBOM attached upstream to one of an image's
     manifests, carried byte for byte: its manifest (``digest``) and every blob it names
@@ -185,23 +186,23 @@ class BundleManifest:
 
     def to_bytes(self) -> bytes:
         """Deterministic JSON: the exact bytes that get signed."""
-        document = {
-            "formatVersion": self.format_version,
-            "created": self.created,
-            "tool": {"name": "airgap", "version": self.tool_version},
-            "providers": [_camel(asdict(p)) for p in self.providers],
-            "images": [_image_json(i) for i in self.images],
-            "files": [asdict(f) for f in self.files],
-        }
+        document: list[tuple[str, Any]] = [
+            ("formatVersion", self.format_version),
+            ("created", self.created),
+            ("tool", {"name": "airgap", "version": self.tool_version}),
+            ("providers", (_camel(asdict(p)) for p in self.providers)),
+            ("images", (_image_json(i) for i in self.images)),
+            ("files", (asdict(f) for f in self.files)),
+        ]
         if self.contents:  # absent otherwise: a providers-only bundle reads as before
-            document["contents"] = [_content_json(c) for c in self.contents]
+            document.append(("contents", (_content_json(c) for c in self.contents)))
         if self.artifacts:  # likewise: a bundle without signatures reads as before
-            document["artifacts"] = [_camel(asdict(a)) for a in self.artifacts]
+            document.append(("artifacts", (_camel(asdict(a)) for a in self.artifacts)))
         if self.trust:
-            document["trust"] = [_camel(asdict(t)) for t in self.trust]
+            document.append(("trust", (_camel(asdict(t)) for t in self.trust)))
         if self.delta is not None:  # absent otherwise: a whole bundle reads as before
-            document["delta"] = self.delta.to_json()
-        return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
+            document.append(("delta", self.delta.to_json()))
+        return _indented_json(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleManifest:
@@ -222,10 +223,10 @@ class BundleManifest:
                 created=document.text("created"),
                 tool_version=document.obj("tool").text("version"),
                 providers=[_record(ProviderRecord, p) for p in document.objects("providers")],
-                images=[_record(ImageRecord, i) for i in document.objects("images")],
-                files=[_record(FileRecord, f) for f in document.objects("files")],
+                images=_records(ImageRecord, document, "images"),
+                files=_records(FileRecord, document, "files"),
                 contents=[_record(ContentRecord, c) for c in document.objects("contents")],
-                artifacts=[_record(ArtifactRecord, a) for a in document.objects("artifacts")],
+                artifacts=_records(ArtifactRecord, document, "artifacts"),
                 trust=[_record(TrustRecord, t) for t in document.objects("trust")],
                 delta=_optional_delta(document.optional_obj("delta")),
             )
@@ -240,6 +241,35 @@ class BundleManifest:
     def needs(self) -> list[NeedRecord]:
         """What a delta bundle relies on without carrying (empty for a whole bundle)."""
         return self.delta.needs if self.delta is not None else []
+
+
+def _indented_json(document: list[tuple[str, Any]]) -> bytes:
+    """``json.dumps(dict(document), indent=2).encode() + b"\\n"``, byte for byte, without
+    the whole document as Python objects at once: a value given as an iterator is a
+    list dumped one item at a time. (With ``indent`` json has no C encoder: it would
+    hold a dict per record and a string per token, ~9 KiB per image of a 2,000-image
+    manifest, beside the text.) A JSON text has no raw newline inside a string, so a
+    nested value is its own ``indent=2`` dump with every line indented to its depth."""
+    out = io.BytesIO()
+    out.write(b"{")
+    for number, (key, value) in enumerate(document):
+        out.write(b",\n  " if number else b"\n  ")
+        out.write(json.dumps(key).encode() + b": ")
+        if not isinstance(value, Iterator):
+            out.write(_nested_json(value, 1))
+            continue
+        empty = True
+        for item in value:
+            out.write(b"[\n    " if empty else b",\n    ")
+            out.write(_nested_json(item, 2))
+            empty = False
+        out.write(b"[]" if empty else b"\n  ]")
+    out.write(b"\n}\n")
+    return out.getvalue()
+
+
+def _nested_json(value: Any, depth: int) -> bytes:
+    return json.dumps(value, indent=2).replace("\n", "\n" + "  " * depth).encode()
 
 
 def _content_json(content: ContentRecord) -> dict[str, Any]:
@@ -314,6 +344,19 @@ def _record(cls: type[_Record], item: Fields) -> _Record:
             continue
         values[spec.name] = _READERS[str(spec.type)](item, key)
     return cls(**values)
+
+
+def _records(cls: type[_Record], document: Fields, key: str) -> list[_Record]:
+    """The records of a list that grows with the images (files, images, artifacts),
+    each entry's parsed JSON dropped once its record is made: a 2,000-image manifest's
+    6,000 file objects need not all be alive beside their records."""
+    entries = document.items(key)
+    where = document.path(key)
+    records = []
+    for number, entry in enumerate(entries):
+        records.append(_record(cls, Fields(entry, f"{where}[{number}]")))
+        entries[number] = None
+    return records
 
 
 def blob_member(digest: str) -> str:

@@ -63,7 +63,7 @@ class TarTruncated(Exception):
         return f"{self.entry.name} is truncated ({self.available} of {self.entry.size} bytes)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per member of a bundle
 class TarEntry:
     """One member: its name, type, size and where its header and data are."""
 

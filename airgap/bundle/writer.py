@@ -113,7 +113,7 @@ def _as_sink(target: int | Sink, size: int) -> Sink:
     return Sink.single(target, size) if isinstance(target, int) else target
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedMember:
     """A member to write: from ``data``, from ``path``, or (neither) filled in later."""
 
@@ -123,7 +123,7 @@ class PlannedMember:
     path: Path | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Region:
     """Where a deferred member's bytes go in the output file."""
 
@@ -142,16 +142,28 @@ def _header(name: str, size: int, mtime: int) -> bytes:
     return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="strict")
 
 
+def _header_length(name: str, size: int, mtime: int) -> int:
+    """``len(_header(name, size, mtime))`` without keeping (or, usually, building) it:
+    one 512-byte ustar block unless tarfile's PAX format needs an extended header (a
+    non-ASCII name or one over 100 characters, a size or mtime past 11 octal digits).
+    A 2,000-image plan would otherwise hold ~3 MiB of headers until the end;
+    ``write_skeleton`` builds each header when it writes it and checks its length."""
+    fits = 0 <= size < 8**11 and 0 <= mtime < 8**11 and len(name) <= 100 and name.isascii()
+    return BLOCK if fits else len(_header(name, size, mtime))
+
+
 def _padding(size: int) -> int:
     return -size % BLOCK
 
 
 @dataclass(frozen=True)
 class TarPlan:
-    """Headers and offsets for the whole archive, manifest and signature first."""
+    """Offsets for the whole archive, manifest and signature first (headers are built
+    as they are written)."""
 
-    members: list[tuple[int, bytes, PlannedMember]]  # (data offset, header, member)
+    members: list[tuple[int, PlannedMember]]  # (data offset, member)
     total_size: int
+    mtime: int
 
     @classmethod
     def build(
@@ -165,17 +177,16 @@ class TarPlan:
         placed = []
         offset = 0
         for member in ordered:
-            header = _header(member.name, member.size, mtime)
-            offset += len(header)
-            placed.append((offset, header, member))
+            offset += _header_length(member.name, member.size, mtime)
+            placed.append((offset, member))
             offset += member.size + _padding(member.size)
-        return cls(placed, offset + len(END_OF_ARCHIVE))
+        return cls(placed, offset + len(END_OF_ARCHIVE), mtime)
 
     def regions(self) -> list[Region]:
         """The members to be filled in after ``write_skeleton``."""
         return [
             Region(m.name, offset, m.size)
-            for offset, _, m in self.members
+            for offset, m in self.members
             if m.data is None and m.path is None
         ]
 
@@ -184,7 +195,10 @@ class TarPlan:
         the end."""
         sink = _as_sink(target, self.total_size)
         sink.allocate()
-        for offset, header, member in self.members:
+        for offset, member in self.members:
+            header = _header(member.name, member.size, self.mtime)
+            if len(header) != _header_length(member.name, member.size, self.mtime):
+                raise RuntimeError(f"{member.name}: its tar header is not the planned size")
             sink.pwrite(header, offset - len(header))
             if member.data is not None:
                 sink.pwrite(member.data, offset)

@@ -125,7 +125,7 @@ class ResolvedImage:
         return None if self.top.is_index else next(iter(self.top.blobs()), None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _BlobJob:
     descriptor: Descriptor
     image: ResolvedImage
@@ -216,19 +216,19 @@ class ImageCopier:
         task = self._progress.task("images", sum(j.descriptor.size for j in ordered))
         run_parallel(
             [
-                partial(self._download, job, RegionWriter(fd, regions[job.descriptor.digest]), task)
+                partial(self._download, job, fd, regions[job.descriptor.digest], task)
                 for job in ordered
             ],
             self._concurrency,
         )
 
-    def _download(self, job: _BlobJob, sink: RegionWriter, task: Task) -> None:
+    def _download(self, job: _BlobJob, fd: int | Sink, region: Region, task: Task) -> None:
         blob, image = job.descriptor, job.image
         image.registry.download_blob(
             image.repository,
             blob.digest,
             blob.size,
-            sink,
+            RegionWriter(fd, region),  # made when its turn comes, not one per blob up front
             what=image.what,
             on_bytes=partial(self._progress.advance, task),
         )
