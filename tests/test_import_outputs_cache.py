@@ -229,3 +229,6 @@ def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
     (tmp_path / "mapping.txt").unlink()
     (tmp_path / "mapping.txt").symlink_to(tmp_path / "elsewhere.txt")  # same bytes
     assert outputcache.load(tmp_path, key, given) is None  # never read through a link
+    for hostile in (b"[" * 100_000, b'{"format": 1, "key": 5}', b"\xff", b""):
+        (tmp_path / outputcache.RECORD).write_bytes(hostile)
+        assert outputcache.load(tmp_path, key, given) is None

@@ -158,8 +158,8 @@ def load(output_dir: Path, key: Mapping[str, Any], values: VariableValues) -> Re
             if not isinstance(document, dict) or not _matches(document, key, values):
                 return None
             return _recorded(reader, document)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, AirgapError):
-        return None  # an unreadable or foreign record is no record: rebuild
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError, AirgapError):
+        return None  # an unreadable, foreign or hostile record is no record: rebuild
 
 
 def _matches(document: dict[str, Any], key: Mapping[str, Any], values: VariableValues) -> bool:
