@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from airgap.configmaps.variables import VariableValues
 from airgap.mirror import outputcache
+from airgap.oci import OCI_MANIFEST
 from tests.conftest import start_registry, stop_registry
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.capi import write_spec
@@ -184,6 +186,26 @@ def test_another_bundle_rebuilds(
     record = json.loads((out / outputcache.RECORD).read_text())
     earlier = json.loads((first.out / outputcache.RECORD).read_text())
     assert record["key"]["bundle"] != earlier["key"]["bundle"]
+
+
+def test_a_manifests_image_gone_from_the_target_is_rebuilt_and_pushed(
+    capi_bundle: CollectedBundle, first: First, tmp_path: Path
+) -> None:
+    """The outputs are whole, but a manifests image they name is no longer in the
+    target: confirmed by one HEAD, found missing, everything rebuilt and it is pushed
+    again. (Last here: the shared target is whole again after it.)"""
+    out = copy_of(first, tmp_path)
+    image = json.loads((out / outputcache.RECORD).read_text())["manifestsImages"][0]
+    url = f"{first.registry.url}/v2/{image['repository']}/manifests"
+    assert httpx.delete(f"{url}/{image['digest']}").status_code == 202
+    assert httpx.head(f"{url}/{image['tag']}").status_code == 404
+    ran, report = reimport(capi_bundle, first, out)
+    assert ran >= REBUILT, ran
+    head = httpx.head(f"{url}/{image['tag']}", headers={"Accept": OCI_MANIFEST})
+    assert head.headers["Docker-Content-Digest"] == image["digest"]
+    files = {k: v for k, v in first.files().items() if k != outputcache.RECORD}
+    assert {k: v for k, v in tree(out).items() if k != outputcache.RECORD} == files
+    assert {c["status"] for c in report["conditions"] if c["type"] == "Available"} == {"True"}
 
 
 def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
