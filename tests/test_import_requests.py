@@ -198,3 +198,42 @@ def test_a_registry_refusing_the_combined_form_gets_every_image_with_one_refusal
     for source, image in capi_bundle.providers.images.items():
         target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
         assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest
+
+
+def test_a_registry_ignoring_mounts_is_asked_with_head_once_it_shows_it(
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
+) -> None:
+    """A registry that ignores ``mount``/``from`` answers 202 to every mount. The first
+    from a repository this import just filled shows it; from then on every blob is
+    asked for with a HEAD first (a mount can no longer say "already there"), and every
+    image still lands whole."""
+    registry: RegistryServer = registry_factory("plain")
+    proxy = fault_proxy_factory(registry)
+    shape = _shape(capi_bundle)
+    proxy.inject("POST", r"/blobs/uploads/$", query_regex="mount=", strip_query=True, times=10**6)
+    report, stderr = _import(capi_bundle, proxy.host, tmp_path, "--concurrency", "1")
+    assert (report["blobs_uploaded"], report["blobs_mounted"]) == (len(shape.pairs), 0)
+    requests = _requests(stderr, shape.repositories)
+    blob_work = [r for r in requests if r.kind != "manifest"]
+    # the first blob of a second repository: a mount from the first, answered 202
+    seen: dict[str, str] = {}
+    flip = None
+    for index, request in enumerate(blob_work):
+        if request.kind == "mount":
+            digest = request.path.split("mount=")[1].split("&")[0]
+            if seen.setdefault(digest, request.repository) != request.repository:
+                flip = index
+                break
+    assert flip is not None and blob_work[flip].status == 202
+    assert _count(blob_work[:flip], "HEAD", "blob") == 0
+    # the session that mount opened takes the bytes; after it, every blob is asked first
+    assert (blob_work[flip + 1].method, blob_work[flip + 1].kind) == ("PUT", "session")
+    after = blob_work[flip + 2 :]
+    heads = _count(after, "HEAD", "blob")
+    assert heads > 0 and heads == _count(after, "PUT", "session")
+    for source, image in capi_bundle.providers.images.items():
+        target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
+        assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest

@@ -64,6 +64,7 @@ class Fault:
     body: bytes | None
     after: int = 0  # matching requests to let through before the fault applies
     query: re.Pattern[str] | None = None  # also ``re.search`` on the query string
+    strip_query: bool = False  # forward without the query (a server ignoring parameters)
 
     def matches(self, method: str, path: str, query: str = "") -> bool:
         """Method (case-insensitive, None = any) and ``re.search`` on the path (and on
@@ -146,15 +147,18 @@ class FaultProxy:
         body: bytes | None = None,
         after: int = 0,
         query_regex: str | None = None,
+        strip_query: bool = False,
     ) -> Fault:
         """Fault the next ``times`` requests whose method and path match.
 
-        Exactly one of ``status`` (answer with it, plus ``headers``/``body``) or ``reset``
-        (close the socket without answering) must be given.  ``delay`` sleeps first.
+        Exactly one of ``status`` (answer with it, plus ``headers``/``body``), ``reset``
+        (close the socket without answering) or ``strip_query`` (forward the request
+        without its query string, as to a server that ignores its parameters) must be
+        given.  ``delay`` sleeps first.
         Faults are consulted in insertion order; the first match wins.
         """
-        if (status is None) == (not reset):
-            raise ValueError("give exactly one of status=... or reset=True")
+        if [status is not None, reset, strip_query].count(True) != 1:
+            raise ValueError("give exactly one of status=..., reset=True or strip_query=True")
         fault = Fault(
             method=method,
             pattern=re.compile(path_regex),
@@ -166,6 +170,7 @@ class FaultProxy:
             body=body,
             after=after,
             query=re.compile(query_regex) if query_regex is not None else None,
+            strip_query=strip_query,
         )
         with self._lock:
             self._faults.append(fault)
@@ -311,6 +316,9 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             split = urlsplit(self.path)
             path = split.path
             fault = proxy._take_fault(method, path, split.query)
+            if fault is not None and fault.strip_query:
+                self.path = path  # forwarded as if it had no query
+                fault = None
             if fault is not None:
                 if fault.delay:
                     time.sleep(fault.delay)
