@@ -60,7 +60,7 @@ MAX_TRAILING_ZEROS = 1 * MiB
 _BLOB_RE = re.compile(rf"^{IMAGES_DIR}/blobs/sha256/[0-9a-f]{{64}}$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per member of a bundle
 class Member:
     """Where a member's bytes live inside the tar, and the sha256 the signed manifest
     gives them: every later read hashes what it uses against it (see VerifiedBundle)."""
@@ -189,8 +189,10 @@ class _HashPool:
         if not self._hash_blobs and _BLOB_RE.match(info.name):
             # import hashes blob bytes while it streams them, and needs none at all of
             # the blobs the target already holds: here they are only located
-            member = Member(info.name, info.offset_data, info.size, record.sha256, hashed=False)
-            self._result.members[info.name] = member
+            # keyed and named by the record's path (the same text): the header's copy of
+            # the name is not kept for every member of the bundle
+            member = Member(record.path, info.offset_data, info.size, record.sha256, hashed=False)
+            self._result.members[record.path] = member
             return
         if not self._threads:
             self._start()
@@ -279,7 +281,8 @@ class _HashPool:
         elif job.digest != record.sha256:
             self._result.fail("member", name, f"sha256 {job.digest} does not match the manifest")
         else:
-            self._result.members[name] = Member(name, info.offset_data, info.size, record.sha256)
+            member = Member(record.path, info.offset_data, info.size, record.sha256)
+            self._result.members[record.path] = member
 
 
 def _read_small(reader: TarReader, info: TarEntry) -> bytes:
