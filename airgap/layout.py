@@ -7,8 +7,7 @@ Bundles carry a layout under ``images/``; its ``index.json`` names each image wi
 
 from __future__ import annotations
 
-import json
-
+from airgap.jsonsafe import dumps_indented
 from airgap.oci import OCI_INDEX, REF_NAME_ANNOTATION, Descriptor
 
 OCI_LAYOUT_FILE = "oci-layout"
@@ -18,11 +17,12 @@ OCI_LAYOUT_CONTENT = b'{"imageLayoutVersion": "1.0.0"}'
 
 def index_json(entries: list[tuple[str, Descriptor]]) -> bytes:
     """``index.json`` naming each ``(reference, descriptor)``, in the order given."""
-    manifests = [
+    manifests = (
         Descriptor(
             d.media_type, d.digest, d.size, annotations={REF_NAME_ANNOTATION: reference}
         ).to_json()
         for reference, d in entries
-    ]
-    index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
-    return json.dumps(index, indent=2).encode() + b"\n"
+    )  # dumped one at a time: a 2,000-image index is ~0.6 MB of text, not all objects
+    return dumps_indented(
+        [("schemaVersion", 2), ("mediaType", OCI_INDEX), ("manifests", manifests)]
+    )

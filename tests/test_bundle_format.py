@@ -21,6 +21,8 @@ from airgap.bundle.reader import read_head
 from airgap.bundle.writer import PlannedMember, RegionWriter, TarPlan
 from airgap.errors import BundleError
 from airgap.fsutil import atomic_writer
+from airgap.layout import index_json
+from airgap.oci import Descriptor
 
 
 def _manifest() -> BundleManifest:
@@ -81,6 +83,20 @@ def test_manifest_bytes_are_json_dumps_indent_2_of_the_document() -> None:
     empty = BundleManifest("2026-11-21T00:00:00Z", "0.1.0", [], [], [])
     assert empty.to_bytes() == json.dumps(json.loads(empty.to_bytes()), indent=2).encode() + b"\n"
     assert b'"providers": [],' in empty.to_bytes()
+
+
+def test_index_json_is_json_dumps_indent_2_of_the_index() -> None:
+    """index.json is also written an entry at a time: still json.dumps(indent=2)."""
+    entries = [
+        (f"r/\u00e9{n}:1", Descriptor("m", "sha256:" + f"{n:064x}", n, "linux/amd64"))
+        for n in range(3)
+    ]
+    for found in (entries, []):
+        data = index_json(found)
+        assert data == json.dumps(json.loads(data), indent=2).encode() + b"\n"
+    assert json.loads(index_json(entries))["manifests"][2]["annotations"] == {
+        "org.opencontainers.image.ref.name": "r/\u00e92:1"
+    }
 
 
 def test_malformed_manifest_is_a_bundle_error() -> None:

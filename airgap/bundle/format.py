@@ -11,9 +11,7 @@ push straight from it.
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -202,7 +200,7 @@ class BundleManifest:
             document.append(("trust", (_camel(asdict(t)) for t in self.trust)))
         if self.delta is not None:  # absent otherwise: a whole bundle reads as before
             document.append(("delta", self.delta.to_json()))
-        return _indented_json(document)
+        return jsonsafe.dumps_indented(document)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> BundleManifest:
@@ -241,35 +239,6 @@ class BundleManifest:
     def needs(self) -> list[NeedRecord]:
         """What a delta bundle relies on without carrying (empty for a whole bundle)."""
         return self.delta.needs if self.delta is not None else []
-
-
-def _indented_json(document: list[tuple[str, Any]]) -> bytes:
-    """``json.dumps(dict(document), indent=2).encode() + b"\\n"``, byte for byte, without
-    the whole document as Python objects at once: a value given as an iterator is a
-    list dumped one item at a time. (With ``indent`` json has no C encoder: it would
-    hold a dict per record and a string per token, ~9 KiB per image of a 2,000-image
-    manifest, beside the text.) A JSON text has no raw newline inside a string, so a
-    nested value is its own ``indent=2`` dump with every line indented to its depth."""
-    out = io.BytesIO()
-    out.write(b"{")
-    for number, (key, value) in enumerate(document):
-        out.write(b",\n  " if number else b"\n  ")
-        out.write(json.dumps(key).encode() + b": ")
-        if not isinstance(value, Iterator):
-            out.write(_nested_json(value, 1))
-            continue
-        empty = True
-        for item in value:
-            out.write(b"[\n    " if empty else b",\n    ")
-            out.write(_nested_json(item, 2))
-            empty = False
-        out.write(b"[]" if empty else b"\n  ]")
-    out.write(b"\n}\n")
-    return out.getvalue()
-
-
-def _nested_json(value: Any, depth: int) -> bytes:
-    return json.dumps(value, indent=2).replace("\n", "\n" + "  " * depth).encode()
 
 
 def _content_json(content: ContentRecord) -> dict[str, Any]:

@@ -182,6 +182,13 @@ class TarPlan:
             offset += member.size + _padding(member.size)
         return cls(placed, offset + len(END_OF_ARCHIVE), mtime)
 
+    def manifest(self) -> bytes:
+        """The bundle manifest's bytes: the first member, until the plan is spent."""
+        _, member = self.members[0]
+        if member.name != MANIFEST_NAME or member.data is None:
+            raise RuntimeError("the tar plan does not start with the bundle manifest")
+        return member.data
+
     def regions(self) -> list[Region]:
         """The members to be filled in after ``write_skeleton``."""
         return [
@@ -285,8 +292,17 @@ def write_bundle(plan: TarPlan, output: Path, fill: Fill) -> None:
     """The bundle at ``output`` as one file, renamed into place when complete."""
     with atomic_writer(output) as out:
         sink = Sink([out.fileno()], [plan.total_size], [output])
-        plan.write_skeleton(sink)
-        fill(sink, plan.regions())
+        fill(sink, _lay_out(plan, sink))
+
+
+def _lay_out(plan: TarPlan, sink: Sink) -> list[Region]:
+    """Write the skeleton and let go of the plan's members (the plan is spent): the
+    inline ones, the signed manifest and every image manifest and config, are in the
+    file now and need not be held while the blobs download."""
+    plan.write_skeleton(sink)
+    regions = plan.regions()
+    plan.members.clear()
+    return regions
 
 
 def check_parts_output(output: Path, *, overwrite: bool) -> None:
@@ -304,7 +320,6 @@ def write_parts(
     part_size: int,
     fill: Fill,
     *,
-    manifest: bytes,
     sign: Callable[[bytes], bytes],
 ) -> list[Path]:
     """The bundle as ``output.000``, ``output.001``, … of ``part_size`` bytes (the last
@@ -319,15 +334,15 @@ def write_parts(
             f"{len(sizes)} parts, more than {MAX_PARTS}: choose a larger part size"
         )
     ensure_descriptors(len(sizes))
+    manifest_sha256 = _sha256(plan.manifest())
     paths = [part_name(output, index) for index in range(len(sizes))]
     with contextlib.ExitStack() as stack:
         handles = [stack.enter_context(atomic_writer(path)) for path in paths]
         sink = Sink([h.fileno() for h in handles], sizes, paths)
-        plan.write_skeleton(sink)
-        fill(sink, plan.regions())
+        fill(sink, _lay_out(plan, sink))
         records = _hash_parts([h.fileno() for h in handles], sizes)
     _remove_stale(output, len(sizes))
-    listed = PartsList(output.name, plan.total_size, part_size, _sha256(manifest), records)
+    listed = PartsList(output.name, plan.total_size, part_size, manifest_sha256, records)
     data = listed.to_bytes()
     write_atomic(parts_signature_path(output), sign(data))
     write_atomic(parts_list_path(output), data)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from airgap import __version__, http, interrupt, phases
 from airgap.bundle.format import (
@@ -134,9 +135,7 @@ def collect(
             relied = _relied(images, holdings)
             members = _members(providers, contents, images, staging, relied)
             trust = trust_material(rules)
-            members += [
-                PlannedMember(record.path, len(data), data=data) for record, data in trust
-            ]
+            members += [PlannedMember(record.path, len(data), data=data) for record, data in trust]
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
@@ -149,25 +148,40 @@ def collect(
                 delta=_delta_record(images, relied, holdings),
             )
             check_before_signing(rules, manifest, images, trust)
-            data = manifest.to_bytes()
-            _refuse_what_verify_would(data, members)
-            plan = TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
+            plan = _signed_plan(key, manifest, members, created)
+            jobs = copier.blob_jobs(images, {_digest_of(r.name) for r in plan.regions()})
+            # From here the plan holds what is written inline and the jobs what is
+            # downloaded: the images and members (~2 KiB per image, with every
+            # manifest's and config's bytes) are let go, as the plan's members are once
+            # written (issue 12: peak RSS that grows with the image count)
+            del images, members
 
             def fill(sink: Sink, regions: list[Region]) -> None:
-                copier.download(images, {_digest_of(r.name): r for r in regions}, sink)
+                copier.download(jobs, {_digest_of(r.name): r for r in regions}, sink)
 
             with phases.timed("images/download"):  # and the bundle written around them
                 if part_size is None:
                     write_bundle(plan, output, fill)
                 else:
-                    write_parts(
-                        plan, output, part_size, fill, manifest=data, sign=lambda b: sign(key, b)
-                    )
+                    write_parts(plan, output, part_size, fill, sign=lambda b: sign(key, b))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         interrupt.untrack(staging)
     skipped = sum(need.size for need in manifest.needs)
     return CollectResult(output, manifest, time.monotonic() - started, skipped)
+
+
+def _signed_plan(
+    key: Ed25519PrivateKey,
+    manifest: BundleManifest,
+    members: list[PlannedMember],
+    created: datetime,
+) -> TarPlan:
+    """The tar plan with the manifest's bytes and their signature first (the bytes are
+    held by the plan alone, until they are written)."""
+    data = manifest.to_bytes()
+    _refuse_what_verify_would(data, members)
+    return TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
 
 
 def check_output(output: Path, *, overwrite: bool) -> None:

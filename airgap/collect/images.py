@@ -126,9 +126,15 @@ class ResolvedImage:
 
 
 @dataclass(frozen=True, slots=True)
-class _BlobJob:
+class BlobJob:
+    """One blob to download and where from: all ``download`` needs of an image, so the
+    images (their manifests' and configs' bytes, written into the bundle by then) need
+    not be held while the blobs move."""
+
     descriptor: Descriptor
-    image: ResolvedImage
+    registry: Registry
+    repository: str
+    what: str
 
 
 class ImageCopier:
@@ -203,16 +209,19 @@ class ImageCopier:
             fetched = image.registry.get_manifest(image.repository, child.digest, what=image.what)
             self._gather(image, fetched)
 
-    def download(
-        self, images: list[ResolvedImage], regions: dict[str, Region], fd: int | Sink
-    ) -> None:
-        """Stream every blob that has a region into it (each digest once)."""
-        jobs: dict[str, _BlobJob] = {}
+    @staticmethod
+    def blob_jobs(images: list[ResolvedImage], wanted: set[str]) -> list[BlobJob]:
+        """The blobs of ``images`` whose digests are ``wanted`` (each once, from the
+        first image that has it), largest first: what ``download`` fetches."""
+        jobs: dict[str, BlobJob] = {}
         for image in images:
             for blob in image.blobs():
-                if blob.digest in regions and blob.digest not in jobs:
-                    jobs[blob.digest] = _BlobJob(blob, image)
-        ordered = sorted(jobs.values(), key=lambda job: job.descriptor.size, reverse=True)
+                if blob.digest in wanted and blob.digest not in jobs:
+                    jobs[blob.digest] = BlobJob(blob, image.registry, image.repository, image.what)
+        return sorted(jobs.values(), key=lambda job: job.descriptor.size, reverse=True)
+
+    def download(self, ordered: list[BlobJob], regions: dict[str, Region], fd: int | Sink) -> None:
+        """Stream each job's blob into its region, largest first."""
         task = self._progress.task("images", sum(j.descriptor.size for j in ordered))
         run_parallel(
             [
@@ -222,13 +231,13 @@ class ImageCopier:
             self._concurrency,
         )
 
-    def _download(self, job: _BlobJob, fd: int | Sink, region: Region, task: Task) -> None:
-        blob, image = job.descriptor, job.image
-        image.registry.download_blob(
-            image.repository,
+    def _download(self, job: BlobJob, fd: int | Sink, region: Region, task: Task) -> None:
+        blob = job.descriptor
+        job.registry.download_blob(
+            job.repository,
             blob.digest,
             blob.size,
             RegionWriter(fd, region),  # made when its turn comes, not one per blob up front
-            what=image.what,
+            what=job.what,
             on_bytes=partial(self._progress.advance, task),
         )
