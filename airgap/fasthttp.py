@@ -41,6 +41,7 @@ MAX_HEADER_LINES = 256
 MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions, or one trailer line
 MAX_IDLE_PER_ORIGIN = 32
 _BODYLESS_STATUSES = frozenset({204, 304})
+_RESENDABLE = frozenset({"GET", "HEAD"})
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 Origin = tuple[str, str, int]
@@ -65,12 +66,21 @@ class FastTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         origin = _origin(request.url)
-        connection = self._checkout(origin, request)
-        try:
-            status, reason, headers = connection.exchange(request)
-        except BaseException:
-            connection.close()
-            raise
+        while True:
+            connection = self._checkout(origin, request)
+            try:
+                status, reason, headers = connection.exchange(request)
+                break
+            except (_PeerClosed, httpx.WriteError):
+                connection.close()
+                # a kept-alive connection the peer closed as it was taken (the check
+                # before reuse cannot see a close still in flight): the request never
+                # reached it, and one without a body is sent again on a new connection
+                if connection.fresh or connection.received or request.method not in _RESENDABLE:
+                    raise
+            except BaseException:
+                connection.close()
+                raise
         bodyless = request.method == "HEAD" or status in _BODYLESS_STATUSES or 100 <= status < 200
         stream = _Body(self, connection, request, headers, bodyless=bodyless)
         return httpx.Response(
@@ -98,6 +108,7 @@ class FastTransport(httpx.BaseTransport):
             if connection is None:
                 return self._connect(origin, request)
             if connection.usable():
+                connection.fresh = False
                 return connection
             connection.close()  # the peer closed it while it sat idle
 
@@ -131,6 +142,10 @@ class FastTransport(httpx.BaseTransport):
         return _Connection(origin, sock, self._pacing)
 
 
+class _PeerClosed(httpx.RemoteProtocolError):
+    """The connection ended before a byte of the answer: the peer closed it."""
+
+
 class _Connection:
     """One socket, its unread bytes, and the pacing of its two directions."""
 
@@ -142,6 +157,8 @@ class _Connection:
         self._buffer = bytearray()
         self._timeout: float | None = None
         self.reusable = True
+        self.fresh = True  # not yet used: a failure on it is not a stale keep-alive
+        self.received = 0  # bytes of the current exchange's answer read so far
 
     def usable(self) -> bool:
         """Idle and still open: a readable idle socket has been closed by the peer (or
@@ -166,6 +183,7 @@ class _Connection:
 
     def exchange(self, request: httpx.Request) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         """Send ``request`` and read the head of its final (non-1xx) response."""
+        self.received = 0
         self._send_head(request)
         try:
             self._send_body(request)
@@ -231,12 +249,13 @@ class _Connection:
                 )
             data = self._recv(request, MAX_HEAD_BYTES)
             if not data:
-                message = (
-                    "Server disconnected without sending a response."
-                    if not self._buffer
-                    else "Server disconnected in the middle of a response head."
+                if not self._buffer:
+                    raise _PeerClosed(
+                        "Server disconnected without sending a response.", request=request
+                    )
+                raise httpx.RemoteProtocolError(
+                    "Server disconnected in the middle of a response head.", request=request
                 )
-                raise httpx.RemoteProtocolError(message, request=request)
             self._buffer += data
         head = bytes(self._buffer[:end])
         del self._buffer[: end + 4]
@@ -278,6 +297,7 @@ class _Connection:
         started = time.monotonic()
         try:
             data = self._sock.recv(limit)
+            self.received += len(data)
         except TimeoutError:
             self.reusable = False
             raise httpx.ReadTimeout(self._timeout_message(budget), request=request) from None

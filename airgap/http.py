@@ -135,21 +135,22 @@ def build_client(
     if timeout is not None:
         pacing = dataclasses.replace(pacing, idle=timeout)
     connect = min(CONNECT_TIMEOUT, pacing.idle)
-    transport = (
-        fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)
-        if fast
-        else None
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
     )
+    transport, mounts = None, proxies.LOOPBACK  # loopback: never through HTTPS_PROXY
+    if fast:
+        transport = fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)
+        # httpx reads the proxy variables only for its own default transport
+        mounts = {**proxies.environment_mounts(verify, limits), **proxies.LOOPBACK}
     client = httpx.Client(
         transport=transport,
         verify=verify,
         timeout=httpx.Timeout(pacing.idle, connect=connect),
-        limits=httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        ),
+        limits=limits,
         headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
         follow_redirects=follow_redirects,
-        mounts=proxies.LOOPBACK,  # never through HTTPS_PROXY/HTTP_PROXY
+        mounts=mounts,
         event_hooks={"request": [httplog.on_request], "response": [httplog.on_response]},
     )
     pace_client(client, pacing)

@@ -9,6 +9,8 @@ repeats httpx's choice for a message.
 
 from __future__ import annotations
 
+import ssl
+
 import httpx
 
 from airgap.redact import redact_url
@@ -21,6 +23,24 @@ LOOPBACK: dict[str, httpx.BaseTransport | None] = {
     "all://[::1]": None,
 }
 _VARIABLES = {"https": "HTTPS_PROXY", "http": "HTTP_PROXY"}
+
+
+def environment_mounts(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> dict[str, httpx.BaseTransport | None]:
+    """The proxy transports httpx builds from the environment for its default transport
+    (``NO_PROXY`` hosts map to None: direct), for a client given a transport of its own,
+    for which httpx reads no proxy variable."""
+    try:
+        from httpx._utils import get_environment_proxies
+    except ImportError:  # a future httpx moved it: tests/test_cli_conventions.py notices
+        return {}
+    return {
+        pattern: None
+        if url is None
+        else httpx.HTTPTransport(verify=verify, limits=limits, proxy=httpx.Proxy(url))
+        for pattern, url in get_environment_proxies().items()
+    }
 
 
 def proxy_for(url: object) -> str | None:

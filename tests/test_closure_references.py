@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from airgap.mirror.closure import merged, references
+from airgap.mirror.closure import ReferenceScan, merged, references
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -87,3 +87,5 @@ def test_references_scanned_in_two_parts_merge_as_one_scan_of_both() -> None:
     }
     assert merged(references(before), references(after)) == references(before | after)
     assert merged(references(after), references(before)) == references(before | after)
+    scan = ReferenceScan()  # as import does it: the copy in `after` is not parsed again
+    assert merged(scan.add(before), scan.add(after)) == references(before | after)

@@ -63,18 +63,38 @@ def references(files: Mapping[str, bytes]) -> dict[str, str]:
     provider CRs name -> the first file (in path order) that names it. Files with the
     same bytes are read once (components sit in components/, clusterctl/ and a
     ConfigMap alike)."""
-    found: dict[str, str] = {}
-    seen: set[str] = set()  # sha256 of every text read, files and embedded components
-    for path in sorted(files):
-        if not path.startswith(MANIFEST_DIRS) or not path.endswith((".yaml", ".yml")):
-            continue
-        digest = hashlib.sha256(files[path]).hexdigest()
-        if digest in seen:
-            continue
-        seen.add(digest)
-        for reference in _file_references(path, files[path], seen):
-            found.setdefault(reference, path)
-    return found
+    return ReferenceScan().add(files)
+
+
+class ReferenceScan:
+    """``references`` of outputs given in steps, each distinct text parsed once across
+    all of them: import scans what it built before the push while it pushes, then the
+    files written after it (the clusterctl repository's copies of the components among
+    them, which are not parsed again). Combine the steps' answers with ``merged``."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()  # sha256 of every text read, files and embedded ones
+        self._named: dict[str, list[str]] = {}  # a file's sha256 -> the references it names
+
+    def add(self, files: Mapping[str, bytes]) -> dict[str, str]:
+        """The references of ``files``, each -> the first of them in path order naming it."""
+        found: dict[str, str] = {}
+        for path in sorted(files):
+            if not path.startswith(MANIFEST_DIRS) or not path.endswith((".yaml", ".yml")):
+                continue
+            digest = hashlib.sha256(files[path]).hexdigest()
+            named = self._named.get(digest)
+            if named is None:
+                # a text read before inside a ConfigMap names nothing of its own here
+                named = [] if digest in self._seen else self._read(path, files[path], digest)
+                self._named[digest] = named
+            for reference in named:
+                found.setdefault(reference, path)
+        return found
+
+    def _read(self, path: str, data: bytes, digest: str) -> list[str]:
+        self._seen.add(digest)
+        return list(dict.fromkeys(_file_references(path, data, self._seen)))
 
 
 def merged(*parts: Mapping[str, str]) -> dict[str, str]:

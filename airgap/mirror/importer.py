@@ -23,7 +23,7 @@ from airgap.inputfile import read_small
 from airgap.mirror import outputcache
 from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
 from airgap.mirror.blobindex import BlobIndex
-from airgap.mirror.closure import Closure, describe_failure
+from airgap.mirror.closure import Closure, ReferenceScan, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import merged as closure_merged
 from airgap.mirror.closure import references as closure_references
@@ -351,11 +351,12 @@ def run_import(
 
 
 class _ClosureScan:
-    """``closure_references`` of some outputs, on a thread of its own: ``result`` joins
-    it and re-raises its error."""
+    """The closure check's scan of some outputs, on a thread of its own; ``finish``
+    joins it, re-raising its error, and scans what was written or changed since."""
 
     def __init__(self, files: AnyMapping[str, bytes]) -> None:
         self.files = dict(files)
+        self._scan = ReferenceScan()
         self._found: dict[str, str] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="closure-scan", daemon=True)
@@ -363,26 +364,25 @@ class _ClosureScan:
 
     def _run(self) -> None:
         try:
-            self._found = closure_references(self.files)
+            self._found = self._scan.add(self.files)
         except BaseException as exc:  # handed to the thread that asks for the result
             self._error = exc
 
-    def result(self) -> dict[str, str]:
+    def finish(self, files: AnyMapping[str, bytes]) -> dict[str, str]:
         self._thread.join()
         if self._error is not None:
             raise self._error
         assert self._found is not None
-        return self._found
+        if any(files.get(path) != data for path, data in self.files.items()):
+            return closure_references(files)  # an output changed after all: read them all
+        later = {path: data for path, data in files.items() if path not in self.files}
+        return closure_merged(self._found, self._scan.add(later))
 
 
 def _scanned(files: dict[str, bytes], scan: _ClosureScan | None) -> dict[str, str]:
     """The references of every output: those scanned while pushing, plus the files
-    written or changed since."""
-    if scan is None:
-        return closure_references(files)
-    early = scan.result()
-    later = {path: data for path, data in files.items() if scan.files.get(path) != data}
-    return closure_merged(early, closure_references(later)) if later else early
+    written since."""
+    return closure_references(files) if scan is None else scan.finish(files)
 
 
 def outputs_key(
