@@ -81,6 +81,8 @@ class FastTransport(httpx.BaseTransport):
             except BaseException:
                 connection.close()
                 raise
+        if status == 101:  # switched to another protocol, unasked: not HTTP any more
+            connection.reusable = False
         bodyless = request.method == "HEAD" or status in _BODYLESS_STATUSES or 100 <= status < 200
         stream = _Body(self, connection, request, headers, bodyless=bodyless)
         return httpx.Response(
