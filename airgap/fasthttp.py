@@ -57,7 +57,8 @@ class FastTransport(httpx.BaseTransport):
         pacing: Pacing | None = None,
         connect_timeout: float = 15.0,
     ) -> None:
-        self._tls = _tls_context(verify)
+        self._verify = verify
+        self._tls: ssl.SSLContext | None = None  # made at the first https connection
         self._pacing = pacing or Pacing.from_env()
         self._connect_timeout = connect_timeout
         self._idle: dict[Origin, list[_Connection]] = {}
@@ -122,6 +123,14 @@ class FastTransport(httpx.BaseTransport):
                 return
         connection.close()
 
+    def _tls_context(self) -> ssl.SSLContext:
+        """The context TLS connections are made with, made once: loading the system CA
+        store costs tens of milliseconds, which a plain-HTTP registry never needs."""
+        with self._lock:
+            if self._tls is None:
+                self._tls = _tls_context(self._verify)
+            return self._tls
+
     def _connect(self, origin: Origin, request: httpx.Request) -> _Connection:
         scheme, host, port = origin
         timeout = _timeouts(request).get("connect") or self._connect_timeout
@@ -134,7 +143,7 @@ class FastTransport(httpx.BaseTransport):
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if scheme == "https":
-                sock = self._tls.wrap_socket(sock, server_hostname=host)
+                sock = self._tls_context().wrap_socket(sock, server_hostname=host)
         except TimeoutError as exc:
             sock.close()
             raise httpx.ConnectTimeout(str(exc) or "timed out", request=request) from exc
