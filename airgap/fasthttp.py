@@ -29,7 +29,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import httpx
 
@@ -275,21 +275,11 @@ class _Connection:
     # -- socket operations, paced -------------------------------------------------------
 
     def _write(self, data: bytes | memoryview, request: httpx.Request) -> None:
-        self._window.turn("write")
-        budget = self._window.budget()
-        self._set_timeout(budget)
-        started = time.monotonic()
-        try:
+        def send() -> int:
             self._sock.sendall(data)
-        except TimeoutError:
-            self.reusable = False
-            raise httpx.WriteTimeout(self._timeout_message(budget), request=request) from None
-        except OSError as exc:
-            self.reusable = False
-            raise httpx.WriteError(str(exc) or type(exc).__name__, request=request) from exc
-        if self._window.account(len(data), time.monotonic() - started):
-            self.reusable = False
-            raise httpx.WriteTimeout(self._window.stall_message(), request=request)
+            return len(data)
+
+        self._paced("write", send, request)
 
     def read_some(self, request: httpx.Request, limit: int) -> bytes:
         """At most ``limit`` bytes: buffered ones first, else one paced ``recv`` (over
@@ -302,25 +292,41 @@ class _Connection:
 
     def _recv(self, request: httpx.Request, limit: int) -> bytes:
         """One paced ``recv`` of at most ``limit`` bytes, past anything buffered."""
-        self._window.turn("read")
+        received = [b""]
+
+        def receive() -> int:
+            received[0] = self._sock.recv(limit)
+            return len(received[0])
+
+        self._paced("read", receive, request)
+        data = received[0]
+        self.received += len(data)
+        if data and len(data) < limit and isinstance(self._sock, ssl.SSLSocket):
+            data = self._more_records(data, limit)
+        return data
+
+    def _paced(self, direction: str, operation: Callable[[], int], request: httpx.Request) -> None:
+        """One socket operation (returning the bytes it moved) held to the idle timeout
+        and the progress deadline of its direction; failures as httpx's exceptions."""
+        timeout_error: type[httpx.TimeoutException] = httpx.ReadTimeout
+        failure: type[httpx.NetworkError] = httpx.ReadError
+        if direction == "write":
+            timeout_error, failure = httpx.WriteTimeout, httpx.WriteError
+        self._window.turn(direction)
         budget = self._window.budget()
         self._set_timeout(budget)
         started = time.monotonic()
         try:
-            data = self._sock.recv(limit)
-            self.received += len(data)
+            moved = operation()
         except TimeoutError:
             self.reusable = False
-            raise httpx.ReadTimeout(self._timeout_message(budget), request=request) from None
+            raise timeout_error(self._window.timeout_message(budget), request=request) from None
         except OSError as exc:
             self.reusable = False
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
-        if self._window.account(len(data), time.monotonic() - started):
+            raise failure(str(exc) or type(exc).__name__, request=request) from exc
+        if self._window.account(moved, time.monotonic() - started):
             self.reusable = False
-            raise httpx.ReadTimeout(self._window.stall_message(), request=request)
-        if data and len(data) < limit and isinstance(self._sock, ssl.SSLSocket):
-            data = self._more_records(data, limit)
-        return data
+            raise timeout_error(self._window.stall_message(), request=request)
 
     def _more_records(self, data: bytes, limit: int) -> bytes:
         """Over TLS a ``recv`` returns one record (16 KiB) however much is asked: take the
@@ -347,9 +353,6 @@ class _Connection:
         if timeout != self._timeout:  # settimeout costs two fcntl calls
             self._sock.settimeout(timeout)
             self._timeout = timeout
-
-    def _timeout_message(self, budget: float) -> str:
-        return self._window.timeout_message(budget)
 
     def unread(self, data: bytes) -> None:
         """Give back bytes read past the end of a body (the start of nothing: a server
