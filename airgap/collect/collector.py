@@ -148,13 +148,15 @@ def collect(
                 delta=_delta_record(images, relied, holdings),
             )
             check_before_signing(rules, manifest, images, trust)
+            deferred = {_digest_of(m.name) for m in members if m.data is None and m.path is None}
+            jobs = copier.blob_jobs(images, deferred)
+            # From here the jobs hold what is downloaded and the plan what is written
+            # inline: the images (~1.5 KiB each) are let go before the manifest's text
+            # is made, the members and their bytes once written (issue 12: peak RSS
+            # that grows with the image count)
+            del images, deferred
             plan = _signed_plan(key, manifest, members, created)
-            jobs = copier.blob_jobs(images, {_digest_of(r.name) for r in plan.regions()})
-            # From here the plan holds what is written inline and the jobs what is
-            # downloaded: the images and members (~2 KiB per image, with every
-            # manifest's and config's bytes) are let go, as the plan's members are once
-            # written (issue 12: peak RSS that grows with the image count)
-            del images, members
+            del members
 
             def fill(sink: Sink, regions: list[Region]) -> None:
                 copier.download(jobs, {_digest_of(r.name): r for r in regions}, sink)
