@@ -131,10 +131,11 @@ class BlobJob:
     images (their manifests' and configs' bytes, written into the bundle by then) need
     not be held while the blobs move."""
 
-    descriptor: Descriptor
+    digest: str
+    size: int
     registry: Registry
     repository: str
-    what: str
+    what: str  # one string shared by an image's jobs
 
 
 class ImageCopier:
@@ -215,28 +216,26 @@ class ImageCopier:
         first image that has it), largest first: what ``download`` fetches."""
         jobs: dict[str, BlobJob] = {}
         for image in images:
+            what = image.what
             for blob in image.blobs():
                 if blob.digest in wanted and blob.digest not in jobs:
-                    jobs[blob.digest] = BlobJob(blob, image.registry, image.repository, image.what)
-        return sorted(jobs.values(), key=lambda job: job.descriptor.size, reverse=True)
+                    job = BlobJob(blob.digest, blob.size, image.registry, image.repository, what)
+                    jobs[blob.digest] = job
+        return sorted(jobs.values(), key=lambda job: job.size, reverse=True)
 
     def download(self, ordered: list[BlobJob], regions: dict[str, Region], fd: int | Sink) -> None:
         """Stream each job's blob into its region, largest first."""
-        task = self._progress.task("images", sum(j.descriptor.size for j in ordered))
+        task = self._progress.task("images", sum(j.size for j in ordered))
         run_parallel(
-            [
-                partial(self._download, job, fd, regions[job.descriptor.digest], task)
-                for job in ordered
-            ],
+            [partial(self._download, job, fd, regions[job.digest], task) for job in ordered],
             self._concurrency,
         )
 
     def _download(self, job: BlobJob, fd: int | Sink, region: Region, task: Task) -> None:
-        blob = job.descriptor
         job.registry.download_blob(
             job.repository,
-            blob.digest,
-            blob.size,
+            job.digest,
+            job.size,
             RegionWriter(fd, region),  # made when its turn comes, not one per blob up front
             what=job.what,
             on_bytes=partial(self._progress.advance, task),
