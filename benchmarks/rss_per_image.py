@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import Runner, fresh_registry, hermetic_env  # noqa: E402
-from benchmarks.scale import OCI_CONFIG, OCI_LAYER, OCI_MANIFEST, _Storage  # noqa: E402
+from benchmarks.scale import _Storage  # noqa: E402
 from tests.harness.registry import RegistryServer  # noqa: E402
 
 MIB = 1 << 20
@@ -40,30 +40,8 @@ def generate(storage_root: Path, count: int) -> list[str]:
     references = []
     for i in range(count):
         layer = hashlib.shake_256(f"rss-layer-{i}".encode()).digest(1024)
-        layer_digest = storage.put_bytes(layer)
-        config = json.dumps(
-            {
-                "architecture": "amd64",
-                "os": "linux",
-                "config": {"Labels": {"rss": str(i)}},
-                "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-            }
-        ).encode()
-        config_digest = storage.put_bytes(config)
-        manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": OCI_MANIFEST,
-                "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config)},
-                "layers": [{"mediaType": OCI_LAYER, "digest": layer_digest, "size": len(layer)}],
-            }
-        ).encode()
-        manifest_digest = storage.put_bytes(manifest)
         repository = f"rss/i{i:04d}"
-        for digest in (layer_digest, config_digest):
-            storage.link(repository, "_layers", digest)
-        storage.link(repository, "_manifests/revisions", manifest_digest)
-        storage.tag(repository, "v1", manifest_digest)
+        storage.put_image(repository, {"rss": str(i)}, [(storage.put_bytes(layer), len(layer))])
         references.append(f"{repository}:v1")
     return references
 

@@ -98,6 +98,36 @@ class _Storage:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(digest)
 
+    def put_image(
+        self, repository: str, labels: dict[str, str], layers: list[tuple[str, int]]
+    ) -> int:
+        """A single-platform image of ``layers`` (digest, size), stored already, under
+        ``repository:v1``: its config (with ``labels``) and manifest written and every
+        link made. The bytes of config and manifest."""
+        config = json.dumps(
+            {
+                "architecture": "amd64",
+                "os": "linux",
+                "config": {"Labels": labels},
+                "rootfs": {"type": "layers", "diff_ids": [d for d, _ in layers]},
+            }
+        ).encode()
+        config_digest = self.put_bytes(config)
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": OCI_MANIFEST,
+                "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config)},
+                "layers": [{"mediaType": OCI_LAYER, "digest": d, "size": s} for d, s in layers],
+            }
+        ).encode()
+        manifest_digest = self.put_bytes(manifest)
+        for digest, _ in [*layers, (config_digest, 0)]:
+            self.link(repository, "_layers", digest)
+        self.link(repository, "_manifests/revisions", manifest_digest)
+        self.tag(repository, "v1", manifest_digest)
+        return len(config) + len(manifest)
+
     def tag(self, repository: str, tag: str, digest: str) -> None:
         tags = self.root / "repositories" / repository / "_manifests" / "tags" / tag
         (tags / "current").mkdir(parents=True, exist_ok=True)
@@ -123,32 +153,10 @@ def generate(storage_root: Path, images: int = SCALE_IMAGES, total: int = SCALE_
             distinct += base_size
             blobs += 1
         app = (storage.put_sparse(f"scale-app-{i}", app_size), app_size)
-        layers = [bases[group], app]
-        config = json.dumps(
-            {
-                "architecture": "amd64",
-                "os": "linux",
-                "config": {"Labels": {"scale": str(i)}},
-                "rootfs": {"type": "layers", "diff_ids": [d for d, _ in layers]},
-            }
-        ).encode()
-        config_digest = storage.put_bytes(config)
-        manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": OCI_MANIFEST,
-                "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config)},
-                "layers": [{"mediaType": OCI_LAYER, "digest": d, "size": s} for d, s in layers],
-            }
-        ).encode()
-        manifest_digest = storage.put_bytes(manifest)
         repository = f"bench-scale/s{i:04d}"
-        for digest, _ in [*layers, (config_digest, 0)]:
-            storage.link(repository, "_layers", digest)
-        storage.link(repository, "_manifests/revisions", manifest_digest)
-        storage.tag(repository, "v1", manifest_digest)
+        written = storage.put_image(repository, {"scale": str(i)}, [bases[group], app])
         references.append(f"{repository}:v1")
-        distinct += app_size + len(config) + len(manifest)
+        distinct += app_size + written
         blobs += 3
     return ScaleSet(references, distinct, blobs)
 
