@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -59,8 +60,12 @@ _totals: dict[str, list[float]] | None = {} if _path else None
 
 
 def timed(name: str) -> _Off | _Timer:
-    """A context manager adding its duration to phase ``name`` (nothing when off)."""
-    if _totals is None:
+    """A context manager adding its duration to phase ``name`` (nothing when off).
+
+    Only the main thread times phases: a worker's CPU seconds would count every other
+    thread's too, and workers side by side would add up their walls. Work spread over
+    threads is timed by the main thread's phase that waits for it."""
+    if _totals is None or threading.current_thread() is not threading.main_thread():
         return _OFF
     return _Timer(_totals, name)
 

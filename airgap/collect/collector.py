@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -53,9 +54,15 @@ from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
+from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
-from airgap.providers.fetch import FetchedProvider, fetch_provider
+from airgap.providers.fetch import (
+    DownloadedRelease,
+    FetchedProvider,
+    download_release,
+    read_release,
+)
 from airgap.providers.imagesource import fetch_image_provider
 from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
@@ -205,12 +212,30 @@ def check_output(output: Path, *, overwrite: bool) -> None:
 def _fetch_providers(
     spec: BundleSpec, staging: Path, progress: Progress, client: httpx.Client
 ) -> list[FetchedProvider]:
+    # releases download side by side (each is a few requests that mostly wait) and are
+    # read one after the other, in spec order; the entries of one provider download in
+    # turn, since `latest` may resolve to a version also listed explicitly: one directory
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, provider in enumerate(spec.providers):
+        groups.setdefault((provider.type.kind, provider.name), []).append(index)
+
+    def download(indexes: list[int]) -> list[tuple[int, DownloadedRelease]]:
+        done = []
+        for index in indexes:
+            provider = spec.providers[index]
+            progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
+            done.append((index, download_release(provider, staging, client)))
+        return done
+
+    with phases.timed("providers/fetch"):
+        downloaded = run_parallel([partial(download, g) for g in groups.values()], 8)
+    releases = dict(pair for group in downloaded for pair in group)
     fetched: dict[tuple[str, str, str], FetchedProvider] = {}
-    for provider in spec.providers:
-        progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
-        result = fetch_provider(provider, staging, client)
-        # `latest` may resolve to a version that is also listed explicitly
-        fetched.setdefault((result.type.kind, result.name, result.version), result)
+    for index in range(len(spec.providers)):
+        release = releases[index]
+        key = (release.spec.type.kind, release.spec.name, release.version)
+        if key not in fetched:
+            fetched[key] = read_release(release)
     return list(fetched.values())
 
 

@@ -46,6 +46,31 @@ class FetchedProvider:
 
 def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) -> FetchedProvider:
     """Download ``spec``'s release into ``dest_root/providers/LABEL/VERSION/``."""
+    return read_release(download_release(spec, dest_root, client))
+
+
+@dataclass(frozen=True)
+class DownloadedRelease:
+    """A release's files on disk, not read yet."""
+
+    spec: ProviderSpec
+    source: ReleaseSource
+    version: str
+    label: str
+    components_file: str
+    metadata_path: Path
+    components_path: Path
+
+    @property
+    def who(self) -> str:
+        return f"provider {self.spec.name} ({self.spec.type.kind})"
+
+
+def download_release(
+    spec: ProviderSpec, dest_root: Path, client: httpx.Client
+) -> DownloadedRelease:
+    """Resolve ``spec``'s source and version and download its metadata and components:
+    network only, so that several releases can download side by side."""
     who = f"provider {spec.name} ({spec.type.kind})"
     known = lookup(spec.name, spec.type)
     url = spec.url or (known.url if known else None)
@@ -67,10 +92,17 @@ def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) ->
     with phases.timed("providers/fetch"):
         source.fetch(version, METADATA_FILE, metadata_path)
         source.fetch(version, components_file, components_path)
+    return DownloadedRelease(
+        spec, source, version, label, components_file, metadata_path, components_path
+    )
 
+
+def read_release(release: DownloadedRelease) -> FetchedProvider:
+    """Check a downloaded release's contract and list its components' images."""
+    spec, source, version, who = release.spec, release.source, release.version, release.who
     with phases.timed("providers/parse"):
         metadata_origin = f"{METADATA_FILE} of {who} {version} from {source.url}"
-        metadata = parse_metadata(_read(metadata_path), metadata_origin)
+        metadata = parse_metadata(_read(release.metadata_path), metadata_origin)
         try:
             contract = metadata.contract_for(version)
         except InputError as exc:
@@ -82,17 +114,18 @@ def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) ->
                 f"{metadata.describe_series()})"
             )
         components = parse_components(
-            _read(components_path), f"{components_file} of {who} {version} from {source.url}"
+            _read(release.components_path),
+            f"{release.components_file} of {who} {version} from {source.url}",
         )
     return FetchedProvider(
         name=spec.name,
         type=spec.type,
         version=version,
         contract=contract,
-        label=label,
+        label=release.label,
         source=source.url,
-        metadata_path=metadata_path,
-        components_path=components_path,
+        metadata_path=release.metadata_path,
+        components_path=release.components_path,
         images=components.images,
         release=source,
     )
