@@ -162,9 +162,7 @@ def test_a_repository_holding_every_blob_is_asked_in_the_same_post_and_sent_noth
     assert report["blobs_mounted"] == len(shape.pairs) - len(shape.blobs)
     assert _count(requests, "POST", "mount", 201) == len(shape.pairs)
     assert [r for r in requests if r.kind in ("blob", "start", "session")] == []
-    for source, image in capi_bundle.providers.images.items():
-        target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
-        assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest
+    _assert_every_image_landed(capi_bundle, registry)
 
 
 def test_a_registry_refusing_the_combined_form_gets_every_image_with_one_refusal(
@@ -195,9 +193,7 @@ def test_a_registry_refusing_the_combined_form_gets_every_image_with_one_refusal
     assert report["blobs_mounted"] == len(shape.pairs) - len(shape.blobs)
     refused = [r for r in proxy.requests if r.status == 400]
     assert len(refused) == 1, refused
-    for source, image in capi_bundle.providers.images.items():
-        target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
-        assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest
+    _assert_every_image_landed(capi_bundle, registry)
 
 
 def test_a_registry_ignoring_mounts_is_asked_with_head_once_it_shows_it(
@@ -234,6 +230,11 @@ def test_a_registry_ignoring_mounts_is_asked_with_head_once_it_shows_it(
     after = blob_work[flip + 2 :]
     heads = _count(after, "HEAD", "blob")
     assert heads > 0 and heads == _count(after, "PUT", "session")
-    for source, image in capi_bundle.providers.images.items():
+    _assert_every_image_landed(capi_bundle, registry)
+
+
+def _assert_every_image_landed(bundle: CollectedBundle, registry: RegistryServer) -> None:
+    """skopeo reads every image of the bundle from the target at the bundle's digest."""
+    for source, image in bundle.providers.images.items():
         target = f"{registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
         assert skopeo.digest_of(skopeo.raw_manifest(target, registry=registry)) == image.digest
