@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +67,13 @@ def node(
         out = import_pinned(world, target, directory / "out", "mirror")
         plain_out = directory / "plain-out"
         args = ["--registry", f"{plain.host}/mirror", "--output-dir", str(plain_out), "-q"]
-        result = run_airgap("import", world.bundle, "--key", world.key.public, *args)
+        result = run_airgap("--debug", "import", world.bundle, "--key", world.key.public, *args)
         assert result.returncode == 0, result.stderr
+        # a manifest several images share (a child of an index, also pinned by digest)
+        # is PUT once: two PUTs of it at once race in distribution, and an index PUT
+        # between them finds the child unknown
+        puts = re.findall(r"PUT \S+/v2/(\S+)/manifests/(sha256:[0-9a-f]{64}) 201", result.stderr)
+        assert puts and len(puts) == len(set(puts)), sorted(puts)
         served = {i.reference: i.digest for i in world.images.values()}
         for record in world.manifest.images:  # the source served what the bundle says
             if record.reference in served:

@@ -155,6 +155,13 @@ class Pusher:
         # 202: the registry ignores mounts, so a mount can no longer say "already there"
         self._mounts_ignored = False
         self._asked: set[int] = set()  # trees whose reference _complete looked up (id)
+        # manifests by digest that several trees share (a child of an index that is also
+        # an image of its own): PUT once, the others wait for it. Two PUTs of the same
+        # manifest at once race in distribution: while the second rewrites it, an index
+        # PUT naming it finds it unknown (MANIFEST_BLOB_UNKNOWN, DIGEST_INVALID)
+        self._manifest_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._manifests_put: set[tuple[str, str]] = set()
+        self._locks_lock = threading.Lock()
 
     def push(self, trees: list[ImageTree]) -> PushStats:
         # A registry accepts a manifest only once everything it references is there, so
@@ -339,6 +346,22 @@ class Pusher:
         self._put(target.repository, tree.reference, tree.top, what, ask=ask)
 
     def _put(
+        self, repository: str, reference: str, manifest: Manifest, what: str, *, ask: bool
+    ) -> None:
+        if reference != manifest.digest:  # a tag: each tree has its own
+            self._put_now(repository, reference, manifest, what, ask=ask)
+            return
+        key = (repository, manifest.digest)
+        with self._locks_lock:
+            lock = self._manifest_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._manifests_put:  # another tree put it, and it is there
+                self.stats.add(manifests_skipped=1)
+                return
+            self._put_now(repository, reference, manifest, what, ask=ask)
+            self._manifests_put.add(key)
+
+    def _put_now(
         self, repository: str, reference: str, manifest: Manifest, what: str, *, ask: bool
     ) -> None:
         if ask and self._registry.manifest_digest(repository, reference, what=what) == (
