@@ -85,7 +85,11 @@ class FastTransport(httpx.BaseTransport):
         if status == 101:  # switched to another protocol, unasked: not HTTP any more
             connection.reusable = False
         bodyless = request.method == "HEAD" or status in _BODYLESS_STATUSES or 100 <= status < 200
-        stream = _Body(self, connection, request, headers, bodyless=bodyless)
+        try:
+            stream = _Body(self, connection, request, headers, bodyless=bodyless)
+        except BaseException:  # a body that cannot be framed (two lengths)
+            connection.close()
+            raise
         return httpx.Response(
             status,
             headers=headers,
@@ -134,21 +138,18 @@ class FastTransport(httpx.BaseTransport):
     def _connect(self, origin: Origin, request: httpx.Request) -> _Connection:
         scheme, host, port = origin
         timeout = _timeouts(request).get("connect") or self._connect_timeout
+        raw: socket.socket | None = None
         try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-        except TimeoutError as exc:
-            raise httpx.ConnectTimeout(str(exc) or "timed out", request=request) from exc
-        except OSError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw = socket.create_connection((host, port), timeout=timeout)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = raw
             if scheme == "https":
-                sock = self._tls_context().wrap_socket(sock, server_hostname=host)
-        except TimeoutError as exc:
-            sock.close()
-            raise httpx.ConnectTimeout(str(exc) or "timed out", request=request) from exc
-        except OSError as exc:  # ssl.SSLError is an OSError
-            sock.close()
+                sock = self._tls_context().wrap_socket(raw, server_hostname=host)
+        except OSError as exc:  # ssl.SSLError and TimeoutError are OSErrors
+            if raw is not None:
+                raw.close()
+            if isinstance(exc, TimeoutError):
+                raise httpx.ConnectTimeout(str(exc) or "timed out", request=request) from exc
             raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
         return _Connection(origin, sock, self._pacing)
 
@@ -270,7 +271,14 @@ class _Connection:
             self._buffer += data
         head = bytes(self._buffer[:end])
         del self._buffer[: end + 4]
-        return _parse_head(head, request)
+        version, status, reason, headers = _parse_head(head, request)
+        # HTTP/1.0 keeps no connection alive unasked; `Connection: close` ends it, whether
+        # or not a body follows
+        if version == b"HTTP/1.0" or any(
+            b"close" in value.lower() for value in _values(headers, b"connection")
+        ):
+            self.reusable = False
+        return status, reason, headers
 
     # -- socket operations, paced -------------------------------------------------------
 
@@ -355,8 +363,8 @@ class _Connection:
             self._timeout = timeout
 
     def unread(self, data: bytes) -> None:
-        """Give back bytes read past the end of a body (the start of nothing: a server
-        that sends more than it framed makes the connection unusable)."""
+        """Give back bytes read past a chunked body's line, for the next read: what is
+        left after the body ends makes the connection unusable (``usable``)."""
         if data:
             self._buffer[:0] = data
 
@@ -402,8 +410,6 @@ class _Body(httpx.SyncByteStream):
             self._done = self._length == 0
         else:
             self._keep_alive = False  # the body runs to the end of the connection
-        if any(b"close" in value.lower() for value in _values(headers, b"connection")):
-            self._keep_alive = False
 
     def __iter__(self) -> Iterator[bytes]:
         if self._done:
@@ -492,7 +498,8 @@ class _Body(httpx.SyncByteStream):
 
 def _parse_head(
     head: bytes, request: httpx.Request
-) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
+    """The HTTP version, status, reason and headers of a response head, strictly."""
     lines = head.split(b"\r\n")
     if len(lines) > MAX_HEADER_LINES:
         raise httpx.RemoteProtocolError("too many response header lines", request=request)
@@ -508,9 +515,7 @@ def _parse_head(
                 f"malformed response header line {line[:60]!r}", request=request
             )
         headers.append((name, value.strip(b" \t")))
-    if version == b"HTTP/1.0":
-        headers.append((b"Connection", b"close"))  # no keep-alive without asking for it
-    return int(code), reason, headers
+    return version, int(code), reason, headers
 
 
 def _values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[bytes]:

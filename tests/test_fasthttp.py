@@ -135,6 +135,21 @@ def test_head_and_204_have_no_body_whatever_their_length_says() -> None:
         assert server.connections == 1
 
 
+def test_connection_close_and_http_1_0_end_the_connection_with_or_without_a_body() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        if request.startswith(b"HEAD"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 9\r\n\r\n")
+        else:
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    with _client(script) as (client, server):
+        assert client.head(server.url).status_code == 200
+        assert client.get(server.url).content == b"ok"
+        assert client.get(server.url).content == b"ok"
+        assert server.connections == 3
+        assert "connection" not in client.get(server.url).headers  # nothing made up
+
+
 def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
     def script(conn: socket.socket, request: bytes) -> None:
         # keep-alive by the headers, closed in fact; a request sent on it before the
