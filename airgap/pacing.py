@@ -123,7 +123,7 @@ class PacedStream(httpcore.NetworkStream):
         try:
             data = self._inner.read(max_bytes, self._wait(timeout, budget))
         except httpcore.ReadTimeout:
-            raise httpcore.ReadTimeout(self._timeout_message(budget)) from None
+            raise httpcore.ReadTimeout(self._window.timeout_message(budget)) from None
         if self._window.account(len(data), time.monotonic() - started):
             raise httpcore.ReadTimeout(self._window.stall_message())
         if data and len(data) < max_bytes and self._tls is not None:
@@ -166,15 +166,12 @@ class PacedStream(httpcore.NetworkStream):
             # and slicing bytes copies the rest of a 1 MiB chunk every time
             self._inner.write(memoryview(buffer), self._wait(timeout, budget))  # type: ignore[arg-type]
         except httpcore.WriteTimeout:
-            raise httpcore.WriteTimeout(self._timeout_message(budget)) from None
+            raise httpcore.WriteTimeout(self._window.timeout_message(budget)) from None
         if self._window.account(len(buffer), time.monotonic() - started):
             raise httpcore.WriteTimeout(self._window.stall_message())
 
     def _wait(self, timeout: float | None, budget: float) -> float:
         return min(self._pacing.idle, budget, timeout if timeout is not None else budget)
-
-    def _timeout_message(self, budget: float) -> str:
-        return self._window.timeout_message(budget)
 
     def close(self) -> None:
         self._inner.close()

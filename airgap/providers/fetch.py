@@ -63,7 +63,7 @@ class DownloadedRelease:
 
     @property
     def who(self) -> str:
-        return f"provider {self.spec.name} ({self.spec.type.kind})"
+        return _who(self.spec)
 
 
 def download_release(
@@ -71,7 +71,7 @@ def download_release(
 ) -> DownloadedRelease:
     """Resolve ``spec``'s source and version and download its metadata and components:
     network only, so that several releases can download side by side."""
-    who = f"provider {spec.name} ({spec.type.kind})"
+    who = _who(spec)
     known = lookup(spec.name, spec.type)
     url = spec.url or (known.url if known else None)
     if url is None:  # the spec reader refuses this first, with the line to fix
@@ -129,6 +129,11 @@ def read_release(release: DownloadedRelease) -> FetchedProvider:
         images=components.images,
         release=source,
     )
+
+
+def _who(spec: ProviderSpec) -> str:
+    """How messages name a spec entry."""
+    return f"provider {spec.name} ({spec.type.kind})"
 
 
 def _requested_version(spec: ProviderSpec, source: ReleaseSource, who: str) -> str:
