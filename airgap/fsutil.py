@@ -227,3 +227,27 @@ def _is_link(name: str, directory: int) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+class FileAt:
+    """A file as ``socket.sendfile`` takes it: its descriptor for ``os.sendfile``, and
+    ``seek``/``read`` by ``pread`` with a position of its own for the fallback, so
+    threads sharing the descriptor never move each other's place."""
+
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._position = 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        self._position = position
+        return position
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self._fd, size, self._position)
+        self._position += len(data)
+        return data

@@ -10,6 +10,7 @@ the request body is in, a connection closed while idle in the pool.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from airgap import fasthttp
+from airgap.filebody import FileBody
 from airgap.pacing import Pacing
 
 Script = Callable[[socket.socket, bytes], None]
@@ -265,3 +267,65 @@ def test_connection_failures_keep_their_cause() -> None:
     ):
         client.get(f"http://127.0.0.1:{port}/")
     assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+
+
+def test_a_file_body_goes_by_sendfile_across_files_and_reports_progress(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FileBody (a pushed blob, spanning two parts of a split bundle here) is sent by
+    the kernel, step by step, with its progress; the server gets exactly its bytes."""
+    received: list[bytes] = []
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        received.append(request)
+        conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+
+    first, second = tmp_path / "part.000", tmp_path / "part.001"
+    first.write_bytes(b"x" * 1000 + bytes(range(256)) * 400)
+    second.write_bytes(b"y" * 150_000 + b"tail")
+    sent_by_kernel: list[int] = []
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        moved = real_sendfile(out_fd, in_fd, offset, count)
+        sent_by_kernel.append(moved)
+        return moved
+
+    monkeypatch.setattr(os, "sendfile", counting_sendfile)
+    monkeypatch.setattr(fasthttp, "SENDFILE_STEP", 64 * 1024)
+    reached: list[int] = []
+    with open(first, "rb") as a, open(second, "rb") as b, _client(script) as (client, server):
+        spans = [(a.fileno(), 1000, 102_400), (b.fileno(), 0, 150_004)]
+        body = FileBody(
+            spans, ended_early=lambda: AssertionError("not truncated"), reached=reached.append
+        )
+        request = client.build_request("PUT", server.url, headers={"Content-Length": "252404"})
+        request.stream = body
+        assert client.send(request).status_code == 201
+        # the same body again, as a retry would send it
+        assert client.send(request).status_code == 201
+    expected = bytes(range(256)) * 400 + b"y" * 150_000 + b"tail"
+    assert [r.partition(b"\r\n\r\n")[2] for r in received] == [expected, expected]
+    assert sum(sent_by_kernel) == 2 * len(expected)
+    assert reached == sorted(reached[: len(reached) // 2]) * 2 and reached[-1] == len(expected)
+    assert len(reached) // 2 > 3  # one report per step
+
+
+def test_a_file_body_whose_file_shrank_fails_with_its_owners_error(tmp_path) -> None:
+    def script(conn: socket.socket, request: bytes) -> None:  # pragma: no cover
+        conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+
+    path = tmp_path / "bundle.tar"
+    path.write_bytes(b"z" * 4096)
+
+    class Truncated(Exception):
+        pass
+
+    with open(path, "rb") as handle, _client(script) as (client, server):
+        body = FileBody([(handle.fileno(), 0, 10_000)], ended_early=lambda: Truncated("member X"))
+        request = client.build_request("PUT", server.url, headers={"Content-Length": "10000"})
+        request.stream = body
+        with pytest.raises(Truncated, match="member X"):
+            client.send(request)
+        with pytest.raises(Truncated):  # iterated (TLS, a proxy): the same error
+            list(body)

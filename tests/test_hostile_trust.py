@@ -250,9 +250,9 @@ def test_components_edited_after_an_import_are_refused_and_forged_caches_change_
 def test_a_layer_edited_after_an_import_is_never_pushed(
     capi_bundle: CollectedBundle, bundle_copy: Path, registry_factory, tmp_path: Path
 ) -> None:
-    """Blobs are hashed while they stream: a registry that already holds a blob needs no
-    byte of it (and holds the signed content), one that lacks it never receives the
-    altered bytes whole, and nothing refers to them."""
+    """Blobs are committed under their digest: a registry that already holds a blob
+    needs no byte of it (and holds the signed content), one that lacks it refuses the
+    altered bytes (DIGEST_INVALID), import names the member, and nothing refers to it."""
     key = capi_bundle.key.public
     holder = registry_factory("plain")
     assert import_cli(bundle_copy, key, holder).returncode == 0

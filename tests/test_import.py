@@ -335,8 +335,9 @@ def test_refuses_a_bundle_that_fails_verification(
         "--registry",
         f"{registry.host}/{PREFIX}",
     )
-    # the blob is hashed as it streams: the registry never gets all of its bytes, and
-    # no manifest or tag refers to anything (genuine blobs may already have landed)
+    # the blob goes up unhashed under its digest: the registry refuses the altered
+    # bytes (DIGEST_INVALID), import hashes the member to name it, and no manifest or
+    # tag refers to anything (genuine blobs may already have landed)
     assert_clean_failure(result, 1, member.name, "does not match the signed manifest")
     for repository in catalog(registry):
         digest = "sha256:" + member.name.rsplit("/", 1)[1]

@@ -15,13 +15,13 @@ there"), or once the registry has shown that it ignores mounts.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from airgap.bundle.format import blob_member
-from airgap.errors import AirgapError
+from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.mapping import Mapping
 from airgap.oci import Descriptor, Manifest
@@ -29,6 +29,9 @@ from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress, Task
 from airgap.registry.client import Registry, UploadSession
 from airgap.verify.bundle import VerifiedBundle
+
+if TYPE_CHECKING:
+    from airgap.filebody import FileBody
 
 MAX_INDEX_MOUNTS = 2  # remembered repositories to try per blob before uploading it
 _SKIPPED = "skipped"  # the repository already holds the blob
@@ -109,26 +112,27 @@ def load_tree(
 
 
 class _Metered:
-    """A blob's upload body that counts its bytes on the progress bar as they are handed
-    to the connection, chunk by chunk; a retry (the body read again from an offset, a
-    PATCH after a refused PUT) counts nothing twice."""
+    """A blob's upload body (sent by ``sendfile``, see ``VerifiedBundle.body``) that
+    counts its bytes on the progress bar as they are handed to the connection; a retry
+    (the body sent again from an offset, a PATCH after a refused PUT) counts nothing
+    twice."""
 
-    def __init__(
-        self, body: Callable[[int], Iterator[bytes]], progress: Progress, task: Task
-    ) -> None:
-        self._body = body
+    def __init__(self, bundle: VerifiedBundle, member: str, progress: Progress, task: Task) -> None:
+        self._bundle = bundle
+        self._member = member
         self._progress = progress
         self._task = task
         self.reported = 0
 
-    def __call__(self, offset: int = 0) -> Iterator[bytes]:
-        position = offset
-        for chunk in self._body(offset):
-            yield chunk
-            position += len(chunk)
-            if position > self.reported:
-                self._progress.advance(self._task, position - self.reported)
-                self.reported = position
+    def __call__(self, offset: int = 0) -> FileBody:
+        return self._bundle.body(
+            self._member, offset, reached=lambda sent: self._reach(offset + sent)
+        )
+
+    def _reach(self, position: int) -> None:
+        if position > self.reported:
+            self._progress.advance(self._task, position - self.reported)
+            self.reported = position
 
 
 class Pusher:
@@ -237,7 +241,7 @@ class Pusher:
     def _push_blob(self, digest: str, size: int, repositories: list[str], task: Task) -> None:
         holder: str | None = None
         member = blob_member(digest)
-        body = _Metered(partial(self._bundle.stream, member), self._progress, task)
+        body = _Metered(self._bundle, member, self._progress, task)
         what = f"blob {digest}"
         for repository in repositories:
             placed = self._place(repository, digest, holder, what)
@@ -255,14 +259,31 @@ class Pusher:
                 )
             else:
                 assert isinstance(placed, UploadSession)
-                self._registry.upload_blob(
-                    repository, digest, size, body, what=what, session=placed
-                )
+                self._upload(repository, digest, size, body, placed, what)
                 self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
             holder = holder or repository
             if self._index is not None:
                 self._index.learn(digest, repository)
         self._progress.advance(task, size - body.reported)  # skipped, mounted: all at once
+
+    def _upload(
+        self,
+        repository: str,
+        digest: str,
+        size: int,
+        body: _Metered,
+        session: UploadSession,
+        what: str,
+    ) -> None:
+        """Upload a blob unhashed here (the registry checks its digest); when the bytes
+        are refused, the member is hashed against the signed manifest, so that a
+        bundle changed since it was verified is named as such rather than as whatever
+        the registry said about the bytes it refused."""
+        try:
+            self._registry.upload_blob(repository, digest, size, body, what=what, session=session)
+        except (DigestMismatchError, HTTPStatusError):
+            self._bundle.confirm(blob_member(digest))
+            raise
 
     def _place(
         self, repository: str, digest: str, holder: str | None, what: str

@@ -181,6 +181,12 @@ class Registry:
 
             def build(h: dict[str, str] = request_headers) -> httpx.Request:
                 content = body() if body else None
+                if isinstance(content, httpx.SyncByteStream):
+                    # a stream the transport may send its own way (a FileBody, by
+                    # sendfile): given as the request's stream, not wrapped by httpx
+                    request = self._client.build_request(method, url, headers=h)
+                    request.stream = content
+                    return request
                 return self._client.build_request(method, url, headers=h, content=content)
 
             response = http.send(
@@ -565,7 +571,7 @@ class Registry:
         repository: str,
         digest: str,
         size: int,
-        body: Callable[[int], Iterator[bytes]],
+        body: Callable[[int], Iterable[bytes]],
         *,
         what: str,
         chunk_size: int | None = None,
@@ -574,9 +580,12 @@ class Registry:
         """Upload a blob: one streamed PUT, or PATCH chunks when the registry wants them.
 
         ``body(offset)`` yields the blob's bytes from ``offset`` to the end; it is called
-        again for every attempt so nothing is ever buffered whole. ``session`` is one
-        already open for this blob in ``repository`` (a mount answered with 202), else
-        one is opened.
+        again for every attempt so nothing is ever buffered whole (a ``FileBody`` goes
+        by ``sendfile``). What is committed is checked against ``digest`` either way:
+        by the registry for the one PUT (``?digest=``, refused with DIGEST_INVALID),
+        here for PATCH chunks, whose hash is only known to this side before the commit.
+        ``session`` is one already open for this blob in ``repository`` (a mount
+        answered with 202), else one is opened.
         """
         scopes = (repository_scope(repository, "pull,push"),)
         if session is None:
@@ -644,7 +653,7 @@ class Registry:
         location: str,
         digest: str,
         size: int,
-        body: Callable[[int], Iterator[bytes]],
+        body: Callable[[int], Iterable[bytes]],
         scopes: tuple[str, ...],
         what: str,
     ) -> None:
@@ -667,7 +676,7 @@ class Registry:
         location: str,
         digest: str,
         size: int,
-        body: Callable[[int], Iterator[bytes]],
+        body: Callable[[int], Iterable[bytes]],
         scopes: tuple[str, ...],
         what: str,
         chunk_size: int,
@@ -769,7 +778,7 @@ class _Final(Exception):
         self.error = error
 
 
-def _limit(chunks: Iterator[bytes], length: int) -> Iterator[bytes]:
+def _limit(chunks: Iterable[bytes], length: int) -> Iterator[bytes]:
     """At most ``length`` bytes of ``chunks``."""
     remaining = length
     for chunk in chunks:

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from airgap import __version__
 from airgap.bundle.source import BundleSource
+from airgap.fsutil import FileAt
 from airgap.names import digest_problem
 from airgap.oci import OCI_INDEX
 from airgap.serve.catalog import EMPTY_REFERRERS, AmbiguousName, Catalog, Repository
@@ -324,7 +325,7 @@ class RegistryHandler(BaseHTTPRequestHandler):
             if isinstance(self.connection, ssl.SSLSocket):
                 sent += _send_buffered(self.connection, fd, position, count)
             else:
-                sent += self.connection.sendfile(_FileAt(fd), position, count)
+                sent += self.connection.sendfile(FileAt(fd), position, count)
         if sent != length:  # the file shrank under us: the client must not wait for more
             self.close_connection = True
 
@@ -338,30 +339,6 @@ def _send_buffered(connection: ssl.SSLSocket, fd: int, offset: int, count: int) 
         connection.sendall(chunk)
         sent += len(chunk)
     return sent
-
-
-class _FileAt:
-    """A part file as ``socket.sendfile`` takes it: its descriptor for ``os.sendfile``,
-    and ``seek``/``read`` by ``pread`` with a position of its own for the fallback, so
-    threads sharing the descriptor never move each other's place."""
-
-    mode = "rb"
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._position = 0
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, position: int, whence: int = 0) -> int:
-        self._position = position
-        return position
-
-    def read(self, size: int) -> bytes:
-        data = os.pread(self._fd, size, self._position)
-        self._position += len(data)
-        return data
 
 
 def _errors(code: str, message: str, detail: dict[str, str] | None = None) -> bytes:

@@ -7,9 +7,12 @@ Every read hashes what it hands out against the signed manifest, whatever was ch
 before: a file can change between two reads (another writer, or a USB disk edited
 elsewhere keeping size and times), and no earlier check, no file metadata and no cache
 can vouch for bytes that were not hashed as they were used. ``airgap verify`` hashes
-every member; import and configmaps leave the image layout's blobs to be hashed while
-they stream to the registry (``stream``), so blobs the target already holds need no
-bytes from the bundle at all.
+every member; import and configmaps leave the image layout's blobs to be checked as
+they are pushed, so blobs the target already holds need no bytes from the bundle at
+all. A pushed blob goes from the bundle's files to the socket by ``sendfile`` (``body``)
+and is committed under its digest, which the registry checks as it takes the bytes
+(the distribution spec's ``DIGEST_INVALID``): bytes changed since signing are refused
+there, and ``confirm`` hashes the member to say which one changed.
 
 A split bundle's parts list (``airgap.bundle.parts``) is checked with the manifest,
 before anything else is parsed: signed by a trusted key, for this very manifest. When a
@@ -22,9 +25,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -42,6 +46,9 @@ from airgap.verify.delta import check_delta
 from airgap.verify.findings import Failure
 from airgap.verify.names import check_names
 from airgap.verify.scan import Member, ScanResult, scan
+
+if TYPE_CHECKING:
+    from airgap.filebody import FileBody
 
 READ_CHUNK = 1 << 20
 ED25519_SIGNATURE_BYTES = 64
@@ -109,6 +116,29 @@ class VerifiedBundle:
             self._check(member, hasher.hexdigest())
         if held is not None:
             yield held
+
+    def body(
+        self, name: str, start: int = 0, *, reached: Callable[[int], None] | None = None
+    ) -> FileBody:
+        """A member's bytes from ``start`` as an upload body that the kernel sends from
+        the bundle's files (``sendfile``), unhashed: only for uploads committed under
+        the member's digest, which the receiver checks (``confirm`` then names the
+        damage when it refuses them). ``reached`` hears the bytes sent, for progress."""
+        from airgap.filebody import FileBody  # httpx's: not loaded for verify alone
+
+        member = self.members[name]
+        spans = list(self.source.spans(member.offset + start, member.size - start))
+        return FileBody(
+            spans,
+            ended_early=lambda: BundleError(f"{self.path}: {name} is truncated"),
+            reached=reached,
+        )
+
+    def confirm(self, name: str) -> None:
+        """Hash a whole member against the signed manifest: a BundleError naming the
+        member (and a damaged part) if it changed since it was signed or verified."""
+        for _ in self.stream(name):
+            pass
 
     def _check(self, member: Member, actual: str) -> None:
         if actual != member.sha256:
