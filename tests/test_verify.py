@@ -150,6 +150,30 @@ def test_harness_round_trip_is_byte_identical(corpus: Corpus, tmp_path: Path) ->
     assert copy.read_bytes() == corpus.good.read_bytes()
 
 
+def test_manifest_bytes_are_read_again_and_checked(corpus: Corpus, tmp_path: Path) -> None:
+    """A verified bundle does not hold its manifest's bytes: asked for, they are read
+    again and must still be the bytes that were verified."""
+    from airgap.errors import BundleError
+    from airgap.verify.bundle import verify_bundle
+
+    copy = tmp_path / "copy.tar"
+    copy.write_bytes(corpus.good.read_bytes())
+    signed = tamper.read_members(copy)[0].data
+    verified = verify_bundle(copy, [load_public_key(corpus.key.public)])
+    try:
+        assert verified.verified
+        assert verified.manifest_bytes == signed
+        assert verified.manifest_sha256 == hashlib.sha256(signed).hexdigest()
+        assert verified.manifest_at is not None
+        with copy.open("r+b") as handle:  # same size, one byte of the manifest changed
+            handle.seek(verified.manifest_at[0] + 20)
+            handle.write(b"X")
+        with pytest.raises(BundleError, match="airgap-bundle.json changed after it was verified"):
+            _ = verified.manifest_bytes
+    finally:
+        verified.close()
+
+
 # -- keys ---------------------------------------------------------------------------------
 
 

@@ -203,10 +203,11 @@ class BundleManifest:
         return jsonsafe.dumps_indented(document)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> BundleManifest:
+    def from_bytes(cls, data: bytes | str) -> BundleManifest:
         """Parse the manifest: bounded in size and depth, every field of the type the
         format gives it, unknown keys refused; any mistake is one BundleError naming
-        the field (``airgap-bundle.json.files[3].size: expected ...``)."""
+        the field (``airgap-bundle.json.files[3].size: expected ...``). ``data`` may be
+        the bytes already decoded (verify drops the bytes before the parse)."""
         try:
             document = Fields(
                 jsonsafe.loads(data, MANIFEST_NAME, max_bytes=MAX_BUNDLE_MANIFEST_BYTES),
@@ -322,10 +323,32 @@ def _records(cls: type[_Record], document: Fields, key: str) -> list[_Record]:
     entries = document.items(key)
     where = document.path(key)
     records = []
+    shared: dict[object, object] = {}
     for number, entry in enumerate(entries):
+        if isinstance(entry, dict):
+            _share_values(entry, shared)
         records.append(_record(cls, Fields(entry, f"{where}[{number}]")))
         entries[number] = None
     return records
+
+
+# values that repeat from entry to entry (media types, platforms, kinds, sizes)
+_SHARED_KEYS = ("mediaType", "kind", "via", "size")
+
+
+def _share_values(entry: dict[str, Any], shared: dict[object, object]) -> None:
+    """One object for each repeated value of the entries of a list: the parser makes a
+    new string (and int) for every occurrence, ~250 bytes an image kept as long as the
+    manifest is. Only equal values of the same type are shared (``True == 1``)."""
+    for key in _SHARED_KEYS:
+        value = entry.get(key)
+        if type(value) in (str, int):
+            entry[key] = shared.setdefault((type(value), value), value)
+    platforms = entry.get("platforms")
+    if isinstance(platforms, list):
+        for number, value in enumerate(platforms):
+            if type(value) is str:
+                platforms[number] = shared.setdefault((str, value), value)
 
 
 def blob_member(digest: str) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,8 +64,27 @@ class VerifiedBundle:
     signer: str | None
     members: dict[str, Member]
     failures: list[Failure] = field(default_factory=list)
-    manifest_bytes: bytes = b""  # the signed bytes, exactly as in the tar
+    # where the signed manifest's bytes are, and their sha256: they are read again when
+    # asked for (``manifest_bytes``), not held for the bundle's lifetime
+    manifest_at: tuple[int, int] | None = None
+    manifest_sha256: str = ""
     all_hashed: bool = True  # False: the layout's blobs are left to be hashed on use
+
+    @property
+    def manifest_bytes(self) -> bytes:
+        """The signed manifest's bytes, exactly as in the tar (empty if there are none),
+        read again and checked against the sha256 they had when verified."""
+        if self.manifest_at is None:
+            return b""
+        offset, size = self.manifest_at
+        data = self.source.pread(size, offset)
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != self.manifest_sha256:
+            raise BundleError(
+                f"{self.path}: {MANIFEST_NAME} changed after it was verified "
+                f"(sha256 {actual}, verified {self.manifest_sha256})"
+            )
+        return data
 
     @property
     def path(self) -> Path:
@@ -212,11 +231,12 @@ def _verify(
         signer,
         result.members,
         result.failures,
-        result.manifest_bytes or b"",
+        result.manifest_at if result.manifest_sha256 else None,
+        result.manifest_sha256,
         all_hashed=hash_blobs,
     )
     if result.manifest is not None:
-        present = {name: member.size for name, member in result.members.items()}
+        present = _Sizes(result.members)
 
         def read(name: str) -> bytes:
             try:
@@ -232,6 +252,26 @@ def _verify(
         bundle.failures.extend(check_contents(result.manifest, read, present))
         bundle.failures.extend(check_artifacts(result.manifest, read, present))
     return bundle
+
+
+class _Sizes(Mapping[str, int]):
+    """Each verified member's size, read from its ``Member``: the checks' ``present``
+    without a second dict entry per member of the bundle."""
+
+    def __init__(self, members: dict[str, Member]) -> None:
+        self._members = members
+
+    def __getitem__(self, name: str) -> int:
+        return self._members[name].size
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._members
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
 
 
 def _part_damage(source: BundleSource, index: int) -> str:
@@ -286,7 +326,7 @@ def _name_damaged_parts(source: BundleSource, result: ScanResult) -> None:
     for failure in result.failures:
         if failure.kind not in ("tar", "member", "layout"):
             continue
-        where = result.located.get(failure.subject)
+        where = result.where(failure.subject)
         if where is None:
             suspects.update(range(len(source.parts)))
             break

@@ -44,13 +44,21 @@ class _Layout:
     manifest: BundleManifest
     read: ReadMember
     present: Mapping[str, int]
-    listed: set[str] = field(default_factory=set)
-    parsed: dict[str, Manifest | str] = field(default_factory=dict)  # digest -> manifest/error
+    # digest -> an index, or why a manifest cannot be had; an image manifest that parsed
+    # is not kept (one per image of the bundle): one reached again is read again
+    parsed: dict[str, Manifest | str] = field(default_factory=dict)
     needs: dict[str, int] = field(default_factory=dict)  # a delta's needs: digest -> size
+    _listed: set[str] | None = None
+
+    def listed(self, member: str) -> bool:
+        """Whether the manifest lists a member (asked only to explain a failure)."""
+        if self._listed is None:
+            self._listed = {f.path for f in self.manifest.files}
+        return member in self._listed
 
     def absent(self, member: str) -> str:
         """Why a member is not among the verified ones."""
-        if member in self.listed:
+        if self.listed(member):
             return "is missing or damaged"
         return "is not in the bundle"
 
@@ -61,7 +69,7 @@ def check_layout(
     """The layout is an OCI layout; every listed image is named in index.json with the
     manifest's digest; every manifest and index reachable from index.json parses and
     every blob it references is present with the size its descriptor says."""
-    layout = _Layout(manifest, read, present, {f.path for f in manifest.files})
+    layout = _Layout(manifest, read, present)
     layout.needs = {need.digest: need.size for need in manifest.needs}
     failures = _check_oci_layout(layout)
     entries = _index_entries(layout)
@@ -108,7 +116,7 @@ def _check_oci_layout(layout: _Layout) -> list[Failure]:
 
 def _index_entries(layout: _Layout) -> list[Descriptor] | Failure:
     if INDEX_MEMBER not in layout.present:
-        if not layout.manifest.images and INDEX_MEMBER not in layout.listed:
+        if not layout.manifest.images and not layout.listed(INDEX_MEMBER):
             return []
         return Failure("layout", INDEX_MEMBER, layout.absent(INDEX_MEMBER))
     if layout.present[INDEX_MEMBER] > MAX_MANIFEST_BYTES:
@@ -197,7 +205,8 @@ def _parse(descriptor: Descriptor, layout: _Layout) -> Manifest | str:
         outcome = parsed
     except _MALFORMED as exc:
         outcome = f"manifest {descriptor.digest} does not parse: {exc}"
-    layout.parsed[descriptor.digest] = outcome
+    if isinstance(outcome, str) or outcome.is_index:
+        layout.parsed[descriptor.digest] = outcome
     return outcome
 
 

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import json
+import mmap
 import os
 import posixpath
 import re
 import threading
 import unicodedata
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +77,12 @@ class Member:
 
 @dataclass
 class ScanResult:
+    # the signed manifest's bytes, kept only until it is parsed (a 2,000-image bundle's
+    # manifest is ~2 MiB): later readers re-read them at ``manifest_at`` and check them
+    # against ``manifest_sha256``
     manifest_bytes: bytes | None = None
+    manifest_at: tuple[int, int] | None = None  # (offset, size) of its data in the tar
+    manifest_sha256: str = ""
     signature: bytes | None = None
     manifest: BundleManifest | None = None
     members: dict[str, Member] = field(default_factory=dict)
@@ -83,11 +91,32 @@ class ScanResult:
     last_member: str = "the start of the archive"
     signer: str | None = None  # set by ``authenticate``
     authenticated: bool | None = None  # None: not asked yet
-    # every member's data (offset, size), failed ones too: which part holds a damage
+    # the data (offset, size) of every member not in ``members`` (failed ones, the head,
+    # those still being hashed): which part holds a damage (see ``where``)
     located: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # names of the regular members met so far that are not in ``members``: with it,
+    # every name met (a second member of one is refused), no name held twice
+    seen: set[str] = field(default_factory=set)
 
     def fail(self, kind: str, subject: str, message: str) -> None:
         self.failures.append(Failure(kind, subject, message))
+
+    def add(self, member: Member) -> None:
+        """A member that passed: its place is its record's, not kept twice."""
+        self.members[member.name] = member
+        self.located.pop(member.name, None)
+        self.seen.discard(member.name)
+
+    def met(self, name: str) -> bool:
+        """Whether a regular member of this name came before."""
+        return name in self.seen or name in self.members
+
+    def where(self, name: str) -> tuple[int, int] | None:
+        """Where the tar holds the data of the first member of this name, if anywhere."""
+        member = self.members.get(name)
+        if member is not None:
+            return member.offset, member.size
+        return self.located.get(name)
 
 
 # Called once the manifest and signature bytes are read, before anything is parsed:
@@ -133,15 +162,31 @@ class _Job:
     """One member to hash; the worker that takes it sets ``digest`` and ``got`` (or
     ``error``), then ``done``."""
 
-    __slots__ = ("digest", "done", "error", "got", "info", "record")
+    __slots__ = ("digest", "done", "error", "got", "offset", "record")
 
     def __init__(self, info: TarEntry, record: FileRecord) -> None:
-        self.info = info
+        # not the header's entry: up to MAX_QUEUED jobs wait, and the record has the
+        # name (the same text) and the size (checked equal)
+        self.offset = info.offset_data
         self.record = record
         self.digest = ""
         self.got = 0
         self.error: BaseException | None = None
         self.done = False
+
+
+@contextmanager
+def _read_buffer() -> Iterator[memoryview]:
+    """A ``READ_SIZE`` buffer in an anonymous mapping of its own, not on the heap: only
+    the pages a read fills become resident (a bundle of small members touches a few),
+    and all of them go back to the system when it is closed (a freed heap buffer
+    stays with the process, a worker thread's in that thread's malloc arena)."""
+    with mmap.mmap(-1, READ_SIZE) as mapped:
+        buffer = memoryview(mapped)
+        try:
+            yield buffer
+        finally:
+            buffer.release()
 
 
 class _HashPool:
@@ -192,7 +237,7 @@ class _HashPool:
             # keyed and named by the record's path (the same text): the header's copy of
             # the name is not kept for every member of the bundle
             member = Member(record.path, info.offset_data, info.size, record.sha256, hashed=False)
-            self._result.members[record.path] = member
+            self._result.add(member)
             return
         if not self._threads:
             self._start()
@@ -239,7 +284,10 @@ class _HashPool:
             thread.join()
 
     def _work(self) -> None:
-        buffer = memoryview(bytearray(READ_SIZE))
+        with _read_buffer() as buffer:
+            self._take_jobs(buffer)
+
+    def _take_jobs(self, buffer: memoryview) -> None:
         while True:
             with self._changed:
                 self._changed.wait_for(lambda: self._waiting or self._closed)
@@ -247,7 +295,7 @@ class _HashPool:
                     return
                 job = heapq.heappop(self._waiting)[2]
             try:
-                job.digest, job.got = self._hash(job.info.offset_data, job.info.size, buffer)
+                job.digest, job.got = self._hash(job.offset, job.record.size, buffer)
             except BaseException as exc:  # re-raised on the main thread, in tar order
                 job.error = exc
             with self._changed:
@@ -274,15 +322,14 @@ class _HashPool:
             self._changed.wait_for(lambda: job.done)
         if job.error is not None:
             raise job.error
-        info, record = job.info, job.record
-        name = info.name
-        if job.got != info.size:
-            self._result.fail("tar", name, f"is truncated ({job.got} of {info.size} bytes)")
+        record = job.record
+        name = record.path
+        if job.got != record.size:
+            self._result.fail("tar", name, f"is truncated ({job.got} of {record.size} bytes)")
         elif job.digest != record.sha256:
             self._result.fail("member", name, f"sha256 {job.digest} does not match the manifest")
         else:
-            member = Member(record.path, info.offset_data, info.size, record.sha256)
-            self._result.members[record.path] = member
+            self._result.add(Member(name, job.offset, record.size, record.sha256))
 
 
 def _read_small(reader: TarReader, info: TarEntry) -> bytes:
@@ -342,13 +389,26 @@ def _open_manifest(
     result.authenticated = authenticate(result) if authenticate else True
     if not result.authenticated or result.manifest_bytes is None:
         return result.authenticated
+    result.manifest_sha256 = hashlib.sha256(result.manifest_bytes).hexdigest()
+    text = _manifest_text(result.manifest_bytes)
+    result.manifest_bytes = None  # judged and hashed: not held beside its parse
     try:
-        result.manifest = BundleManifest.from_bytes(result.manifest_bytes)
+        result.manifest = BundleManifest.from_bytes(text)
     except BundleError as exc:
         result.fail("member", MANIFEST_NAME, str(exc))
         return True
     expected.update({record.path: record for record in result.manifest.files})
     return True
+
+
+def _manifest_text(data: bytes) -> str | bytes:
+    """The manifest's text, decoded as ``json.loads`` decodes bytes, so the bytes need
+    not stay alive while it is parsed; bytes that do not decode are handed on as they
+    are, for the parser's own message."""
+    try:
+        return data.decode(json.detect_encoding(data), "surrogatepass")
+    except UnicodeDecodeError:
+        return data
 
 
 def _walk_members(
@@ -359,7 +419,6 @@ def _walk_members(
     expected: dict[str, FileRecord],
     authenticate: Authenticate | None,
 ) -> None:
-    seen: set[str] = set()
     position = 0
     last = "the start of the archive"
     while True:
@@ -381,7 +440,8 @@ def _walk_members(
             return
         position += 1
         last = f"member {position} ({info.name})"
-        result.located.setdefault(info.name, (info.offset_data, info.size))
+        if info.name not in result.members:  # a second one of a name: the first is kept
+            result.located.setdefault(info.name, (info.offset_data, info.size))
         head_open = position == 3 and result.authenticated is None
         if head_open and not _open_manifest(result, expected, authenticate):
             return
@@ -393,19 +453,25 @@ def _walk_members(
             continue
         if position <= 2:
             _read_head_member(reader, info, position, result)
-            seen.add(info.name)
+            result.seen.add(info.name)
             continue
-        if info.name in seen:
+        if result.met(info.name):
             result.fail("member", info.name, "appears more than once")
             continue
-        seen.add(info.name)
+        result.seen.add(info.name)
         _check_member(info, result, expected, hashes)
 
 
 def _check_end(source: BundleSource, offset: int, last: str, result: ScanResult) -> None:
     """The reader stops quietly at a zero block, a corrupt header or the end of the
     file; only two zero blocks, then a little padding of zeros, are a complete archive."""
-    buffer = memoryview(bytearray(READ_SIZE))
+    with _read_buffer() as buffer:
+        _check_trailer(source, offset, last, result, buffer)
+
+
+def _check_trailer(
+    source: BundleSource, offset: int, last: str, result: ScanResult, buffer: memoryview
+) -> None:
     zeros = 0
     while True:
         got = source.readinto(buffer, offset + zeros)
@@ -456,6 +522,7 @@ def _read_head_member(reader: TarReader, info: TarEntry, position: int, result: 
         result.signature = data
     else:
         result.manifest_bytes = data
+        result.manifest_at = (info.offset_data, info.size)
 
 
 def _check_member(
@@ -477,7 +544,7 @@ def _check_member(
 
 
 def _check_head(result: ScanResult) -> None:
-    if result.manifest_bytes is None:
+    if result.manifest_at is None:
         result.fail("member", MANIFEST_NAME, "is missing (it must be the first member)")
     if result.signature is None:
         result.fail("member", SIGNATURE_NAME, "is missing (it must be the second member)")
