@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap
@@ -230,6 +232,34 @@ def test_a_registry_ignoring_mounts_is_asked_with_head_once_it_shows_it(
     after = blob_work[flip + 2 :]
     heads = _count(after, "HEAD", "blob")
     assert heads > 0 and heads == _count(after, "PUT", "session")
+    _assert_every_image_landed(capi_bundle, registry)
+
+
+def test_a_no_op_reimport_asks_each_image_once_and_a_lost_image_is_pushed_again(
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
+) -> None:
+    """Re-importing into a registry that holds everything sends one manifest HEAD per
+    image (its tag) and nothing else there: the closure check reuses those answers
+    instead of asking for each image by digest again. A registry that lost an image
+    fails that image's HEAD: it is pushed again, and the closure asks for itself."""
+    registry = registry_factory("plain")
+    shape = _shape(capi_bundle)
+    _import(capi_bundle, registry.host, tmp_path)
+    report, stderr = _import(capi_bundle, registry.host, tmp_path)
+    assert report["changed"] is False
+    requests = _requests(stderr, shape.repositories)
+    assert [(r.method, r.kind) for r in requests] == [("HEAD", "manifest")] * shape.images
+    assert len({r.path for r in requests}) == shape.images
+
+    source, image = next(iter(capi_bundle.providers.images.items()))
+    repository = f"{PREFIX}/{source.split('/', 1)[1].split(':')[0].split('@')[0]}"
+    url = f"{registry.url}/v2/{repository}/manifests/{image.digest}"
+    assert httpx.delete(url).status_code == 202
+    report, stderr = _import(capi_bundle, registry.host, tmp_path)
+    assert report["changed"] is True and report["manifests_pushed"] >= 1
+    requests = _requests(stderr, shape.repositories)
+    closure = [r for r in requests if r.method == "HEAD" and r.path.endswith(image.digest)]
+    assert len(closure) >= 2  # the post-push check's, then the closure's own
     _assert_every_image_landed(capi_bundle, registry)
 
 

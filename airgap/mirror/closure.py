@@ -192,13 +192,20 @@ def check(
     expected: Mapping[str, str],
     *,
     concurrency: int = 8,
+    answered: Mapping[tuple[str, str], str] | None = None,
 ) -> Closure:
     """Ask the target for every reference in ``found`` (reference -> file).
 
     ``expected`` maps each target reference without digest (``repo:tag``) to the
-    digest the bundle holds for it: a tag must still name that digest."""
+    digest the bundle holds for it: a tag must still name that digest. ``answered``:
+    what the target already said in this run, ``(repository, tag or digest)`` -> the
+    digest it resolved to (a re-import's tag HEADs); those are not asked again, which
+    halves a no-op re-import's requests."""
     closure = Closure(dict(found))
-    checks = [partial(_check_one, registry, target_host, ref, expected) for ref in sorted(found)]
+    known = answered or {}
+    checks = [
+        partial(_check_one, registry, target_host, ref, expected, known) for ref in sorted(found)
+    ]
     for reference, why in zip(sorted(found), run_parallel(checks, concurrency), strict=True):
         if why:
             closure.dangling.append(Dangling(reference, found[reference], why))
@@ -206,7 +213,11 @@ def check(
 
 
 def _check_one(
-    registry: Registry, target_host: str, text: str, expected: Mapping[str, str]
+    registry: Registry,
+    target_host: str,
+    text: str,
+    expected: Mapping[str, str],
+    known: Mapping[tuple[str, str], str],
 ) -> str | None:
     """Why ``text`` does not resolve by digest in the target, or None."""
     try:
@@ -215,11 +226,13 @@ def _check_one(
         return "not a valid image reference"
     if ref.registry != target_host:
         return f"names registry {ref.registry}, not the target {target_host}"
-    what = f"closure check of {text}"
-    try:
-        served = registry.manifest_digest(ref.repository, ref.identifier, what=what)
-    except AirgapError as exc:
-        return f"cannot be checked: {exc}"
+    served = known.get((ref.repository, ref.identifier))
+    if served is None:
+        what = f"closure check of {text}"
+        try:
+            served = registry.manifest_digest(ref.repository, ref.identifier, what=what)
+        except AirgapError as exc:
+            return f"cannot be checked: {exc}"
     if served is None:
         return "not found in the target"
     wanted = ref.digest or expected.get(str(ref))

@@ -253,6 +253,9 @@ def run_import(
                     describe_missing(supply, manifest, str(bundle_path), str(options.target))
                 )
             trees = image_trees(bundle, manifest, mappings, supply.manifests)
+        # the recorded manifests images are asked while the images are: neither answer
+        # depends on the other, and a re-import is mostly these HEADs
+        confirming = _ConfirmAhead(registry, recorded) if recorded is not None else None
         pusher = Pusher(
             registry,
             bundle,
@@ -273,7 +276,7 @@ def run_import(
         # every provider as OpenShift's image-based installer reads it, whatever its source
         plain_http = registry.plain_http  # what the target spoke, for the node configs
         with phases.timed("providers/manifest-images"):
-            confirmed = confirm_published(registry, recorded, plain_http) if recorded else None
+            confirmed = confirming.result() if confirming is not None else None
             if confirmed is None:
                 from airgap.mirror.manifestimage import publish_all  # only when building
 
@@ -307,7 +310,10 @@ def run_import(
         if recorded is None:
             with phases.timed("import/closure"):
                 found = _scanned(files, scan)
-        closure = check_closure(registry, options, manifest, mappings, dict(found))
+        # nothing pushed: every tree was found complete by this run's tag HEADs, so the
+        # closure need not ask for them again; after a push it asks for itself
+        answered = None if stats.changed else found_complete(trees + attached.trees)
+        closure = check_closure(registry, options, manifest, mappings, dict(found), answered)
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)
     published_oci = len(providers) if wants_outputs and options.provider_source == "oci" else 0
@@ -377,6 +383,35 @@ class _ClosureScan:
             return closure_references(files)  # an output changed after all: read them all
         later = {path: data for path, data in files.items() if path not in self.files}
         return closure_merged(self._found, self._scan.add(later))
+
+
+class _ConfirmAhead:
+    """``confirm_published`` on a thread of its own, started before the push so that
+    its HEADs overlap the push's; ``result`` joins it, re-raising its error."""
+
+    def __init__(self, registry: Registry, recorded: Recorded) -> None:
+        self._registry = registry
+        self._recorded = recorded
+        self._found: list[PublishedImage] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="confirm-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._registry.ping()  # settles the scheme (plain_http), as the first request
+            self._found = confirm_published(
+                self._registry, self._recorded, self._registry.plain_http
+            )
+        except BaseException as exc:  # handed to the thread that asks for the result
+            self._error = exc
+
+    def result(self) -> list[PublishedImage] | None:
+        """What ``confirm_published`` answered (None: rebuild and push)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._found
 
 
 def _scanned(files: dict[str, bytes], scan: _ClosureScan | None) -> dict[str, str]:
@@ -479,18 +514,33 @@ def delta_supply(
         return read_manifests(registry, manifest, supply, concurrency=concurrency)
 
 
+def found_complete(trees: list[ImageTree]) -> dict[tuple[str, str], str]:
+    """What the target answered in this run for the trees of a push that changed
+    nothing (a no-op re-import: each tree found complete by the HEAD of its reference):
+    each reference resolved to its tree's top digest, so the top digest resolves in
+    that repository too. ``push`` returns only once every tree was confirmed by a HEAD
+    in this run; anything else raised."""
+    answered: dict[tuple[str, str], str] = {}
+    for tree in trees:
+        repository = tree.mapping.target.repository
+        answered[(repository, tree.reference)] = tree.top.digest
+        answered[(repository, tree.top.digest)] = tree.top.digest
+    return answered
+
+
 def check_closure(
     registry: Registry,
     options: ImportOptions,
     manifest: BundleManifest,
     mappings: list[Mapping],
     found: dict[str, str],
+    answered: AnyMapping[tuple[str, str], str] | None = None,
 ) -> Closure:
     """Every image the written files reference (``found``: ``closure.references`` of
     them), and every image of the bundle by its digest, asked of the target: what does
-    not resolve there is dangling. ``registry``: the client the import pushed with
-    (it keeps no answers, each is asked again; a second client would only load the
-    TLS trust store again)."""
+    not resolve there is dangling. ``registry``: the client the import pushed with (a
+    second client would only load the TLS trust store again); ``answered``: what the
+    target already said in this run (``found_complete``), not asked again."""
     digests = {image.reference: image.digest for image in manifest.images}
     expected: dict[str, str] = {}
     for mapping in mappings:
@@ -500,7 +550,12 @@ def check_closure(
             expected[str(mapping.target)] = digest
     with phases.timed("import/closure"):
         return closure_check(
-            registry, options.target.host, found, expected, concurrency=options.concurrency
+            registry,
+            options.target.host,
+            found,
+            expected,
+            concurrency=options.concurrency,
+            answered=answered,
         )
 
 
