@@ -427,19 +427,17 @@ class Bench:
 
     def scale_run(self) -> None:
         """Once, after the repetitions: collect, verify and a cold import of 2,000 images
-        (benchmarks/scale.py), for peak RSS against the 40-image run and time per byte."""
-        root = self.out / "scale-workload"
-        marker = root / "generated.json"
+        (benchmarks/scale.py), for peak RSS against the 40-image run and time per byte.
+
+        Time per byte is also compared with 40 images of the very same shape (the same
+        generator, layer sizes, base sharing and sparse content; ``SHAPE_REPEATS`` runs,
+        medians): the 40-image main run has five times fewer images per GiB and random
+        rather than sparse content, so against it the ratio mixes growth in size with a
+        change of workload; against the same shape it is growth alone."""
         images, total = self.args.scale_images, int(self.args.scale_gib * GIB)
-        cached = json.loads(marker.read_text()) if marker.is_file() else {}
-        if cached.get("plan") == [images, total, scale.GENERATOR]:
-            scale_set = scale.ScaleSet(cached["references"], cached["bytes"], cached["blobs"])
-        else:
-            self.log(f"scale: generating {images} images (sparse, once, cached)")
-            marker.unlink(missing_ok=True)
-            scale_set = scale.generate(root / "registry" / "storage", images, total)
-            plan = {"plan": [images, total, scale.GENERATOR]}
-            marker.write_text(json.dumps({**plan, **scale_set.__dict__}))
+        shape_images = min(scale.SHAPE_IMAGES, images)
+        shape_set = self._scale_set("shape-workload", shape_images, total * shape_images // images)
+        scale_set = self._scale_set("scale-workload", images, total)
         need = scale.required_disk(scale_set.bytes)
         free = scale.free_bytes(self.work)
         if free < need:
@@ -447,40 +445,65 @@ class Bench:
                 f"error: the scale run needs {need / GIB:.0f} GiB free in {self.work} "
                 f"(bundle and target registry), {free / GIB:.0f} GiB are"
             )
+        for _ in range(scale.SHAPE_REPEATS):
+            self._scale_commands("shape", self.out / "shape-workload", shape_set)
+        self._scale_commands("scale", self.out / "scale-workload", scale_set)
+
+    def _scale_set(self, name: str, images: int, total: int) -> scale.ScaleSet:
+        """A generated scale workload under ``out/NAME``, made once and cached."""
+        root = self.out / name
+        marker = root / "generated.json"
+        cached = json.loads(marker.read_text()) if marker.is_file() else {}
+        if cached.get("plan") == [images, total, scale.GENERATOR]:
+            return scale.ScaleSet(cached["references"], cached["bytes"], cached["blobs"])
+        self.log(f"{name}: generating {images} images (sparse, once, cached)")
+        marker.unlink(missing_ok=True)
+        scale_set = scale.generate(root / "registry" / "storage", images, total)
+        plan = {"plan": [images, total, scale.GENERATOR]}
+        marker.write_text(json.dumps({**plan, **scale_set.__dict__}))
+        return scale_set
+
+    def _scale_commands(self, label: str, root: Path, scale_set: scale.ScaleSet) -> None:
+        """collect (from a registry over ``root``'s storage), verify, openssl and a cold
+        import of one generated set, recorded as ``LABEL-COMMAND/TOOL``."""
         self.settle()
         source = RegistryServer(root / "registry", "plain")
         try:
-            spec = self.out / "env" / "scale.yaml"
+            spec = self.out / "env" / f"{label}.yaml"
             images = [f"  - {source.host}/{ref}" for ref in scale_set.references]
             registries = ["registries:", f'  "{source.host}": {{plainHTTP: true}}']
             spec.write_text("\n".join(["images:", *images, *registries]) + "\n")
-            bundle = self.work / "scale.tar"
+            bundle = self.work / f"{label}.tar"
             size = scale_set.bytes
-            self.log(f"scale: {len(images)} images, {size / GIB:.1f} GiB of distinct blobs")
+            self.log(f"{label}: {len(images)} images, {size / GIB:.1f} GiB of distinct blobs")
             self.fresh_pages(min(size, SCALE_FRESH_PAGES))
             cmd = [*self.airgap, "collect", str(spec), "--sign-key", str(self.key)]
             sample = self.runner.run(
-                [*cmd, "-o", str(bundle), "-q"], "scale-collect", watch=[registry_pid(source)]
+                [*cmd, "-o", str(bundle), "-q"], f"{label}-collect", watch=[registry_pid(source)]
             )
-            self.record("scale-collect/airgap", "scale: collect", "airgap", size, sample)
+            self.record(f"{label}-collect/airgap", f"{label}: collect", "airgap", size, sample)
         finally:
             source.stop()
         bundle_size = bundle.stat().st_size
-        sample = self.runner.run(self.verify(bundle), "scale-verify")
-        self.record("scale-verify/airgap", "scale: verify", "airgap", bundle_size, sample)
+        sample = self.runner.run(self.verify(bundle), f"{label}-verify")
+        self.record(f"{label}-verify/airgap", f"{label}: verify", "airgap", bundle_size, sample)
         # the same bundle hashed by openssl: a bundle larger than the page cache can hold
         # is read from disk, by any tool; this says what that costs at this size
-        sample = self.runner.run(["openssl", "dgst", "-sha256", str(bundle)], "scale-openssl")
+        sample = self.runner.run(["openssl", "dgst", "-sha256", str(bundle)], f"{label}-openssl")
         self.record(
-            "scale-verify/openssl", "scale: verify", "openssl dgst -sha256", bundle_size, sample
+            f"{label}-verify/openssl",
+            f"{label}: verify",
+            "openssl dgst -sha256",
+            bundle_size,
+            sample,
         )
-        with fresh_registry(self.work / "target-scale") as target:
+        with fresh_registry(self.work / f"target-{label}") as target:
             self.cold()
             self.fresh_pages(min(size, SCALE_FRESH_PAGES))
             sample = self.runner.run(
-                self.import_(bundle, target), "scale-import", watch=[registry_pid(target)]
+                self.import_(bundle, target), f"{label}-import", watch=[registry_pid(target)]
             )
-            self.record("scale-import/airgap", "scale: import", "airgap", size, sample)
+            self.record(f"{label}-import/airgap", f"{label}: import", "airgap", size, sample)
         bundle.unlink()
 
     def page_cache(self, size: int) -> None:

@@ -27,6 +27,8 @@ from benchmarks.workload import GIB, KIB, MIB
 GENERATOR = 1  # bump when the generated content changes: the cached workload is remade
 SCALE_IMAGES = 2000
 SCALE_BYTES = 20 * GIB
+SHAPE_IMAGES = 40  # the same shape at the main run's image count: time per byte's baseline
+SHAPE_REPEATS = 3
 GROUP = 50  # images sharing one base layer
 BASE_SIZE = 24 * MIB
 HEAD = 4 * KIB
