@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpcore
 import httpx
 
 from airgap import __version__, fasthttp, httplog, jsonsafe, proxies
@@ -34,7 +33,7 @@ from airgap.errors import (
     TLSError,
 )
 from airgap.limits import MAX_ERROR_BODY_BYTES, MAX_SMALL_BODY_BYTES, describe_size
-from airgap.pacing import Pacing, pace_client
+from airgap.pacing import Pacing
 from airgap.redact import redact_url as redact_url  # re-exported: the one helper
 
 USER_AGENT = f"airgap/{__version__}"
@@ -130,7 +129,6 @@ def build_client(
     ``timeout`` overrides the idle timeout. With ``fast``, direct connections use
     ``airgap.fasthttp`` (the registry's bulk traffic) instead of httpcore; proxied ones
     keep httpx's proxy transport."""
-    _read_responses_in_bigger_pieces()
     pacing = pacing or Pacing.from_env()
     if timeout is not None:
         pacing = dataclasses.replace(pacing, idle=timeout)
@@ -153,8 +151,19 @@ def build_client(
         mounts=mounts,
         event_hooks={"request": [httplog.on_request], "response": [httplog.on_response]},
     )
-    pace_client(client, pacing)
+    if _httpcore_transports(client):  # httpx's own: loads httpcore, paced here
+        from airgap.pacedcore import pace_client
+
+        _read_responses_in_bigger_pieces()
+        pace_client(client, pacing)
     return client
+
+
+def _httpcore_transports(client: httpx.Client) -> bool:
+    """Whether the client holds a transport of httpx's own (an httpcore pool): without
+    one (``fast`` and no proxy) httpcore is never imported (``airgap.pacedcore``)."""
+    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
+    return any(isinstance(t, httpx.HTTPTransport) for t in transports)
 
 
 def _read_responses_in_bigger_pieces() -> None:
@@ -162,6 +171,8 @@ def _read_responses_in_bigger_pieces() -> None:
     for the whole process: fewer, bigger reads are no worse for any other HTTP user, at
     192 KiB more buffer per busy connection. Left alone if a future httpcore drops the
     attribute (tests/test_registry_client.py then notices)."""
+    import httpcore  # an httpx transport of its own exists, so httpcore is loaded
+
     connection = httpcore.HTTP11Connection
     if getattr(connection, "READ_NUM_BYTES", RESPONSE_READ_BYTES) < RESPONSE_READ_BYTES:
         connection.READ_NUM_BYTES = RESPONSE_READ_BYTES

@@ -3,6 +3,7 @@ of an unchanged bundle is mostly start-up (benchmarks/README.md, Findings)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -49,3 +50,25 @@ def test_a_plain_verify_loads_no_policy_or_supply_chain_code() -> None:
     }
     assert not loaded & unwanted
     assert "airgap.verify.scan" in loaded
+
+
+def test_httpcore_loads_only_for_a_transport_of_httpx_own() -> None:
+    """The registry's transport (airgap.fasthttp) needs no httpcore (with h11 and anyio,
+    ~15 ms of start-up, most of a no-op re-import being start-up); a client on httpx's
+    own transport loads it and has every connection paced (airgap.pacedcore)."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+
+    def loaded(statement: str) -> set[str]:
+        probe = f"{statement}; import sys; print(' '.join(sorted(sys.modules)))"
+        result = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+        )
+        return {name.split(".")[0] for name in result.stdout.split()}
+
+    fast = "import airgap.cli, airgap.mirror.importer, airgap.http as h; h.build_client(fast=True)"
+    assert not loaded(fast) & {"httpcore", "h11", "anyio"}
+    paced = (
+        "import airgap.http as h; from airgap.pacedcore import PacedBackend; "
+        "assert isinstance(h.build_client()._transport._pool._network_backend, PacedBackend)"
+    )
+    assert "httpcore" in loaded(paced)
