@@ -12,7 +12,6 @@ import hashlib
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from airgap.errors import InputError, SignatureError
@@ -20,10 +19,13 @@ from airgap.fsutil import write_atomic
 from airgap.inputfile import read_small
 
 MAX_KEY_BYTES = 64 * 1024  # a PEM Ed25519 key is a few hundred bytes
+# an Ed25519 SubjectPublicKeyInfo (RFC 8410) in DER: this prefix, then the 32-byte key
+_ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
+_PEM_PUBLIC = (b"-----BEGIN PUBLIC KEY-----", b"-----END PUBLIC KEY-----")
 
 
 def fingerprint(key: Ed25519PublicKey) -> str:
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    raw = key.public_bytes_raw()
     return "SHA256:" + base64.b64encode(hashlib.sha256(raw).digest()).decode().rstrip("=")
 
 
@@ -42,6 +44,8 @@ def generate_keypair(private_path: Path, *, overwrite: bool = False) -> tuple[Pa
     for path in (private_path, public_path):
         if path.exists() and not overwrite:
             raise InputError(f"{path} already exists; refusing to overwrite a key (use --force)")
+    from cryptography.hazmat.primitives import serialization  # see load_public_key
+
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -57,6 +61,8 @@ def generate_keypair(private_path: Path, *, overwrite: bool = False) -> tuple[Pa
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives import serialization  # see load_public_key
+
     data = read_small(path, MAX_KEY_BYTES, "signing key")
     try:
         key = serialization.load_pem_private_key(data, password=None)
@@ -69,6 +75,13 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
     data = read_small(path, MAX_KEY_BYTES, "public key")
+    plain = _plain_ed25519_pem(data)
+    if plain is not None:
+        return plain
+    # cryptography's serialization package loads its SSH, RSA, EC and cipher modules
+    # (~7 ms): only for a key file that is not the plain form generate_keypair writes
+    from cryptography.hazmat.primitives import serialization
+
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
@@ -76,6 +89,22 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise InputError(f"{path} is not an Ed25519 public key")
     return key
+
+
+def _plain_ed25519_pem(data: bytes) -> Ed25519PublicKey | None:
+    """The key of a PEM ``PUBLIC KEY`` whose one base64 line is exactly an Ed25519
+    SubjectPublicKeyInfo (what ``generate_keypair`` writes and ``openssl pkey -pubout``
+    prints); None for anything else, which the full PEM parser then decides on."""
+    lines = data.strip().splitlines()
+    if len(lines) != 3 or (lines[0], lines[2]) != _PEM_PUBLIC:
+        return None
+    try:
+        der = base64.b64decode(lines[1], validate=True)
+    except ValueError:
+        return None
+    if len(der) != len(_ED25519_SPKI_PREFIX) + 32 or not der.startswith(_ED25519_SPKI_PREFIX):
+        return None
+    return Ed25519PublicKey.from_public_bytes(der[len(_ED25519_SPKI_PREFIX) :])
 
 
 def sign(key: Ed25519PrivateKey, message: bytes) -> bytes:

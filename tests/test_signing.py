@@ -47,3 +47,33 @@ def test_wrong_key_files_give_clear_errors(tmp_path: Path) -> None:
         load_private_key(tmp_path / "junk.pem")
     with pytest.raises(InputError, match="missing.pub"):
         load_public_key(tmp_path / "missing.pub")
+
+
+def test_a_public_key_reads_the_same_in_its_plain_form_and_any_other(tmp_path: Path) -> None:
+    """The one-line PEM that keygen writes is read without cryptography's serialization
+    package (start-up); other layouts of the same key (CRLF, base64 split over lines)
+    go to the full parser and give the same key; a PEM of another key type is refused."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+
+    public, print_ = generate_keypair(tmp_path / "k.key")
+    pem = public.read_bytes()
+    begin, body, end = pem.strip().splitlines()
+    variants = {
+        "crlf.pub": pem.replace(b"\n", b"\r\n"),
+        "split.pub": b"\n".join([begin, body[:20], body[20:], end]) + b"\n",
+    }
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        assert fingerprint(load_public_key(tmp_path / name)) == print_, name
+    other = generate_private_key(SECP256R1()).public_key()
+    (tmp_path / "ec.pub").write_bytes(
+        other.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    with pytest.raises(InputError, match="not an Ed25519 public key"):
+        load_public_key(tmp_path / "ec.pub")
+    (tmp_path / "short.pub").write_bytes(b"\n".join([begin, body[:-8] + b"AAAA", end]))
+    with pytest.raises(InputError, match="short.pub"):
+        load_public_key(tmp_path / "short.pub")
