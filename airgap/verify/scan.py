@@ -403,12 +403,14 @@ def _open_manifest(
 
 def _manifest_text(data: bytes) -> str | bytes:
     """The manifest's text, decoded as ``json.loads`` decodes bytes, so the bytes need
-    not stay alive while it is parsed; bytes that do not decode are handed on as they
-    are, for the parser's own message."""
+    not stay alive while it is parsed. Bytes that do not decode, or whose text would
+    start with a BOM (json refuses that in a str, not in bytes), are handed on as they
+    are, for the parser's own verdict and message."""
     try:
-        return data.decode(json.detect_encoding(data), "surrogatepass")
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
     except UnicodeDecodeError:
         return data
+    return data if text.startswith("\ufeff") else text
 
 
 def _walk_members(
