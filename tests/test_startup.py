@@ -72,3 +72,9 @@ def test_httpcore_loads_only_for_a_transport_of_httpx_own() -> None:
         "assert isinstance(h.build_client()._transport._pool._network_backend, PacedBackend)"
     )
     assert "httpcore" in loaded(paced)
+
+
+def test_the_import_path_loads_neither_subprocess_nor_fractions() -> None:
+    """Credential helpers (subprocess) and ``--part-size`` (fractions) load when used."""
+    loaded = loaded_after("import airgap.cli, airgap.mirror.importer")
+    assert not loaded & {"subprocess", "fractions"}

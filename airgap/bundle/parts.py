@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 from airgap import jsonsafe
@@ -79,6 +78,8 @@ def parse_part_size(text: str) -> int:
             f"--part-size {text!r}: expected bytes, a size such as 4GiB, 700MiB or 4.7GB, "
             f"or one of {presets}"
         )
+    from fractions import Fraction  # only for --part-size: ~3 ms of every start-up
+
     size = int(Fraction(match.group(1)) * unit)  # exact: 4.7GB is 4,700,000,000
     if size < MIN_PART_SIZE:
         raise InputError(
