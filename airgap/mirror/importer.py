@@ -18,7 +18,6 @@ from airgap.bundle.format import BundleManifest
 from airgap.configmaps.variables import VariableValues
 from airgap.errors import AirgapError
 from airgap.fsutil import write_atomic
-from airgap.havelist import HaveList
 from airgap.inputfile import read_small
 from airgap.mirror import outputcache
 from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
@@ -28,7 +27,6 @@ from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import merged as closure_merged
 from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import RewrittenContent, rewrite_contents
-from airgap.mirror.have import have_list
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputcache import AskedValues, PublishedImage, Recorded
 from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
@@ -50,7 +48,6 @@ from airgap.mirror.status import (
     versions,
 )
 from airgap.mirror.status import now as status_now
-from airgap.mirror.supply import Supply, describe_missing, locate, read_manifests
 from airgap.oci import Manifest
 from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress
@@ -62,7 +59,9 @@ from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
 if TYPE_CHECKING:
     from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs
+    from airgap.havelist import HaveList
     from airgap.mirror.charts import PushedChart
+    from airgap.mirror.supply import Supply
 
 MAX_CA_BYTES = 1 << 20  # a CA bundle, not a disk image
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
@@ -249,6 +248,8 @@ def run_import(
         if manifest.delta is not None:  # before anything is pushed: is the base there?
             supply = delta_supply(registry, manifest, mappings, index, options.concurrency)
             if not supply.complete:
+                from airgap.mirror.supply import describe_missing
+
                 raise AirgapError(
                     describe_missing(supply, manifest, str(bundle_path), str(options.target))
                 )
@@ -507,6 +508,8 @@ def delta_supply(
 ) -> Supply:
     """Where the target holds what a delta relies on (HEAD only), and, when it holds
     all of it, the manifests the delta does not carry, read from there."""
+    from airgap.mirror.supply import locate, read_manifests  # deltas only
+
     with phases.timed("import/delta"):
         supply = locate(registry, manifest, mappings, index, concurrency=concurrency)
         if not supply.complete:
@@ -580,6 +583,8 @@ def status_and_have(
     that cannot be asked makes the conditions Unknown, and fails an export. With
     ``previous`` (an earlier report), a condition whose status did not change keeps
     its lastTransitionTime."""
+    from airgap.mirror.have import have_list  # status only
+
     earlier: dict[str, tuple[str, str]] = {}
     if previous is not None:
         data = read_small(previous, MAX_REPORT_BYTES, "--previous")
@@ -648,6 +653,8 @@ def _delta_status(
 ) -> tuple[list[ImageTree], list[ImageState]]:
     """A delta's images against the target: those whose needs the target holds are
     probed as whole trees; the others are absent (their base is not there)."""
+    from airgap.mirror.supply import locate, read_manifests  # deltas only
+
     supply = locate(registry, manifest, mappings, None, concurrency=options.concurrency)
     supply = read_manifests(registry, manifest, supply, concurrency=options.concurrency)
     targets = {str(m.source): str(m.target) for m in mappings}
