@@ -105,37 +105,6 @@ class VerifiedBundle:
         self._check(member, hashlib.sha256(data).hexdigest())
         return data
 
-    def stream(self, name: str, start: int = 0) -> Iterator[bytes]:
-        """A member's bytes from ``start`` in chunks, for pushing without extraction.
-
-        From the start, the bytes are hashed as they go and the last chunk is held back
-        until the whole member matched the signed manifest: a receiver (a registry
-        upload with its Content-Length) never gets a complete altered member. A stream
-        from a later offset (a chunked upload's next piece) cannot be judged alone; the
-        registry client checks the digest of everything it sent before committing."""
-        member = self.members[name]
-        hasher = hashlib.sha256() if start == 0 else None
-        held: bytes | None = None
-        offset = member.offset + start
-        remaining = member.size - start
-        while remaining > 0:
-            chunk = self.source.pread(min(READ_CHUNK, remaining), offset)
-            if not chunk:
-                raise BundleError(f"{self.path}: {name} is truncated")
-            offset += len(chunk)
-            remaining -= len(chunk)
-            if hasher is None:
-                yield chunk
-                continue
-            hasher.update(chunk)
-            if held is not None:
-                yield held
-            held = chunk
-        if hasher is not None:
-            self._check(member, hasher.hexdigest())
-        if held is not None:
-            yield held
-
     def body(
         self, name: str, start: int = 0, *, reached: Callable[[int], None] | None = None
     ) -> FileBody:
@@ -156,8 +125,11 @@ class VerifiedBundle:
     def confirm(self, name: str) -> None:
         """Hash a whole member against the signed manifest: a BundleError naming the
         member (and a damaged part) if it changed since it was signed or verified."""
-        for _ in self.stream(name):
-            pass
+        member = self.members[name]
+        hasher = hashlib.sha256()
+        for chunk in self.source.chunks(member.offset, member.size, READ_CHUNK):
+            hasher.update(chunk)
+        self._check(member, hasher.hexdigest())
 
     def _check(self, member: Member, actual: str) -> None:
         if actual != member.sha256:
