@@ -203,13 +203,28 @@ def check(
     halves a no-op re-import's requests."""
     closure = Closure(dict(found))
     known = answered or {}
-    checks = [
-        partial(_check_one, registry, target_host, ref, expected, known) for ref in sorted(found)
-    ]
-    for reference, why in zip(sorted(found), run_parallel(checks, concurrency), strict=True):
+    references = sorted(found)
+    # only the references not answered already go to the pool (its threads cost more
+    # than settling the others here)
+    asked = [ref for ref in references if not _answered(ref, known)]
+    checks = [partial(_check_one, registry, target_host, ref, expected, known) for ref in asked]
+    whys = dict(zip(asked, run_parallel(checks, concurrency), strict=True))
+    for reference in references:
+        if reference in whys:
+            why = whys[reference]
+        else:
+            why = _check_one(registry, target_host, reference, expected, known)
         if why:
             closure.dangling.append(Dangling(reference, found[reference], why))
     return closure
+
+
+def _answered(text: str, known: Mapping[tuple[str, str], str]) -> bool:
+    try:
+        ref = parse_reference(text)
+    except InputError:
+        return False
+    return (ref.repository, ref.identifier) in known
 
 
 def _check_one(
