@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
     from airgap.havelist import HaveList
     from airgap.mirror.charts import PushedChart
     from airgap.mirror.supply import Supply
+
+T = TypeVar("T")
 
 MAX_CA_BYTES = 1 << 20  # a CA bundle, not a disk image
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
@@ -197,6 +200,12 @@ def run_import(
     progress: Progress = QUIET,
 ) -> ImportResult:
     started = time.monotonic()
+    # the record of earlier outputs and every file it lists are read and hashed while
+    # the bundle verifies (hashing leaves the GIL); whether they are this import's
+    # outputs is decided once the verified manifest gives the key
+    reading, output_dir = None, options.output_dir
+    if output_dir is not None and options.provider_source == "selector" and not options.dry_run:
+        reading = _Ahead("outputs-read", partial(outputcache.read, output_dir))
     bundle, mappings = verified_mappings(bundle_path, keys, options, progress)
     manifest = bundle.require_verified()
     if options.dry_run:
@@ -207,9 +216,9 @@ def run_import(
     cache_key = outputs_key(bundle, options, ca_pem)
     asked = AskedValues(options.variables.file, options.variables.environ)
     recorded = None
-    if cache_key is not None and options.output_dir is not None:
+    if cache_key is not None and reading is not None:
         with phases.timed("import/outputs-check"):
-            recorded = outputcache.load(options.output_dir, cache_key, options.variables)
+            recorded = outputcache.matching(reading.result(), cache_key, options.variables)
     providers = [] if recorded else rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)
     # a delta's trees are whole only once what it relies on is read from the target
@@ -256,7 +265,9 @@ def run_import(
             trees = image_trees(bundle, manifest, mappings, supply.manifests)
         # the recorded manifests images are asked while the images are: neither answer
         # depends on the other, and a re-import is mostly these HEADs
-        confirming = _ConfirmAhead(registry, recorded) if recorded is not None else None
+        confirming = None
+        if recorded is not None:
+            confirming = _Ahead("confirm-ahead", partial(_confirm_ahead, registry, recorded))
         pusher = Pusher(
             registry,
             bundle,
@@ -386,33 +397,34 @@ class _ClosureScan:
         return closure_merged(self._found, self._scan.add(later))
 
 
-class _ConfirmAhead:
-    """``confirm_published`` on a thread of its own, started before the push so that
-    its HEADs overlap the push's; ``result`` joins it, re-raising its error."""
+class _Ahead(Generic[T]):
+    """A call on a thread of its own, started before work it does not depend on so
+    that the two overlap; ``result`` joins it, re-raising its error."""
 
-    def __init__(self, registry: Registry, recorded: Recorded) -> None:
-        self._registry = registry
-        self._recorded = recorded
-        self._found: list[PublishedImage] | None = None
+    def __init__(self, name: str, call: Callable[[], T]) -> None:
+        self._call = call
+        self._value: T | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="confirm-ahead", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._registry.ping()  # settles the scheme (plain_http), as the first request
-            self._found = confirm_published(
-                self._registry, self._recorded, self._registry.plain_http
-            )
+            self._value = self._call()
         except BaseException as exc:  # handed to the thread that asks for the result
             self._error = exc
 
-    def result(self) -> list[PublishedImage] | None:
-        """What ``confirm_published`` answered (None: rebuild and push)."""
+    def result(self) -> T | None:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._found
+        return self._value
+
+
+def _confirm_ahead(registry: Registry, recorded: Recorded) -> list[PublishedImage] | None:
+    """``confirm_published``, on its own thread beside the push (``_Ahead``)."""
+    registry.ping()  # settles the scheme (plain_http), as the first request does
+    return confirm_published(registry, recorded, registry.plain_http)
 
 
 def _scanned(files: dict[str, bytes], scan: _ClosureScan | None) -> dict[str, str]:

@@ -147,19 +147,52 @@ def record_bytes(
     return SecretBytes(json.dumps(document, indent=1, sort_keys=True).encode() + b"\n")
 
 
+_UNREADABLE = (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A record and every file it lists, read back and matching its hash, size and
+    mode (``read``), not yet compared with a key (``matching``)."""
+
+    document: dict[str, Any]
+    recorded: Recorded
+
+
 def load(output_dir: Path, key: Mapping[str, Any], values: VariableValues) -> Recorded | None:
     """The outputs an earlier import with this ``key`` and these variable values left in
     ``output_dir``, every listed file read back and matching its hash, size and mode;
     None (rebuild) when anything differs, is missing or cannot be read."""
+    return matching(read(output_dir), key, values)
+
+
+def read(output_dir: Path) -> Found | None:
+    """The record in ``output_dir`` with every file it lists read back, each matching
+    its hash, size and mode; None when anything differs, is missing or cannot be read.
+    Needs no key: import reads it while it verifies the bundle the key comes from."""
     try:
         with _Reader(output_dir) as reader:
             raw = reader.read(RECORD, MAX_RECORD_BYTES)
             document = json.loads(raw) if raw is not None else None
-            if not isinstance(document, dict) or not _matches(document, key, values):
+            if not isinstance(document, dict) or document.get("format") != FORMAT:
                 return None
-            return _recorded(reader, document)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError, AirgapError):
+            recorded = _recorded(reader, document)
+            return None if recorded is None else Found(document, recorded)
+    except (*_UNREADABLE, AirgapError):
         return None  # an unreadable, foreign or hostile record is no record: rebuild
+
+
+def matching(
+    found: Found | None, key: Mapping[str, Any], values: VariableValues
+) -> Recorded | None:
+    """``found``'s outputs if its record was written with this ``key`` and these
+    variable values; else None (rebuild)."""
+    if found is None:
+        return None
+    try:
+        return found.recorded if _matches(found.document, key, values) else None
+    except (*_UNREADABLE, AirgapError):
+        return None
 
 
 def _matches(document: dict[str, Any], key: Mapping[str, Any], values: VariableValues) -> bool:
