@@ -167,7 +167,8 @@ def verify_bundle(
     ``path`` names a bundle file or its parts (``airgap.bundle.source``); the returned
     bundle keeps the source open for reading. ``hash_blobs=False`` (import, configmaps)
     hashes every member but the layout's blobs; the image manifests among them are
-    hashed when the layout check reads them, the others when ``stream`` pushes them.
+    hashed when the layout check reads them, the others by the registry as import pushes
+    them (``body``).
     ``progress`` counts the bytes hashed (a terminal bar, or periodic lines)."""
     source = path if isinstance(path, BundleSource) else open_source(path)
     try:
