@@ -224,3 +224,30 @@ def test_a_credentials_file_that_is_not_json_is_one_line(homes: dict[str, Path])
     homes["runtime"].mkdir()
     with pytest.raises(InputError, match="is a directory"):
         credentials.lookup("reg.example")
+
+
+@pytest.mark.parametrize(
+    ("script", "mode", "message"),
+    [
+        ("#!/bin/sh\nexec sleep 30\n", 0o755, "did not answer within 0.5 s"),
+        ("#!/bin/sh\nhead -c 200000 /dev/zero | tr '\\0' x\n", 0o755, "answered more than 64 KiB"),
+        ("#!/bin/sh\necho '{}'\n", 0o644, "cannot run: Permission denied"),
+    ],
+    ids=["hangs", "floods", "not-executable"],
+)
+def test_a_helper_that_hangs_floods_or_cannot_run_is_one_line(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch, script: str, mode: int, message: str
+) -> None:
+    bin_dir = isolated / "bin"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-bad"
+    helper.write_text(script)
+    helper.chmod(mode)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(credentials, "HELPER_TIMEOUT", 0.5)
+    (isolated / "docker" / "config.json").write_text(json.dumps({"credsStore": "bad"}))
+    with pytest.raises(InputError) as raised:
+        credentials.lookup("reg.example")
+    assert str(raised.value) == (
+        f"credential helper docker-credential-bad (configured for reg.example) {message}"
+    )

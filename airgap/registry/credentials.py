@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +28,8 @@ from airgap.inputfile import read_small
 
 DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
 MAX_AUTH_FILE_BYTES = 4 << 20  # a credentials file, not a disk image
+HELPER_TIMEOUT = 30.0  # seconds for a credential helper's answer
+MAX_HELPER_OUTPUT = 64 * 1024  # a helper's answer: one small JSON object
 TOKEN_USERNAME = "<token>"  # noqa: S105 (docker's username for an identity token)
 
 
@@ -134,26 +137,25 @@ def _auth_key_registry(key: str) -> str:
 
 
 def _from_helper(helper: str, host: str) -> Credentials | None:
-    """Ask ``docker-credential-HELPER get``; a helper that knows nothing is not an error."""
-    import subprocess  # only with a helper configured: ~4 ms of every command's start-up
-
+    """Ask ``docker-credential-HELPER get``; a helper that knows nothing is not an error.
+    One that hangs, cannot run or answers more than ``MAX_HELPER_OUTPUT`` is, in one
+    line that names it (never its output: that holds the secret)."""
+    program = f"docker-credential-{helper}"
+    who = f"credential helper {program} (configured for {host})"
     try:
-        result = subprocess.run(
-            [f"docker-credential-{helper}", "get"],
-            input=host,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        returncode, stdout = _run_helper([program, "get"], host.encode())
     except FileNotFoundError as exc:
-        raise InputError(
-            f"credential helper docker-credential-{helper} (configured for {host}) not found"
-        ) from exc
-    if result.returncode != 0:
+        raise InputError(f"{who} not found") from exc
+    except TimeoutError:
+        raise InputError(f"{who} did not answer within {HELPER_TIMEOUT:g} s") from None
+    except _TooLong:
+        raise InputError(f"{who} answered more than {MAX_HELPER_OUTPUT // 1024} KiB") from None
+    except OSError as exc:
+        raise InputError(f"{who} cannot run: {exc.strerror or type(exc).__name__}") from None
+    if returncode != 0:
         return None
     try:
-        data = json.loads(result.stdout)
+        data = json.loads(stdout)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -164,6 +166,47 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
     if user == TOKEN_USERNAME:  # docker's convention: the secret is an identity token
         return Credentials(TOKEN_USERNAME, "", str(secret))
     return Credentials(str(user or TOKEN_USERNAME), str(secret))
+
+
+class _TooLong(Exception):
+    """A helper's answer went past ``MAX_HELPER_OUTPUT``."""
+
+
+def _run_helper(argv: list[str], request: bytes) -> tuple[int, bytes]:
+    """Run a credential helper with ``request`` on stdin: its exit status and stdout,
+    read with a bound on both time and size (the helper is killed past either)."""
+    import select
+    import subprocess  # only with a helper configured: ~4 ms of every command's start-up
+
+    deadline = time.monotonic() + HELPER_TIMEOUT
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            try:
+                process.stdin.write(request)
+                process.stdin.close()
+            except BrokenPipeError:
+                pass  # it did not read the request: its answer (or status) says why
+            output = bytearray()
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([process.stdout], [], [], left)[0]:
+                    raise TimeoutError
+                chunk = os.read(process.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                output += chunk
+                if len(output) > MAX_HELPER_OUTPUT:
+                    raise _TooLong
+            return process.wait(max(0.0, deadline - time.monotonic())), bytes(output)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise TimeoutError from None
+        except BaseException:
+            process.kill()
+            raise
 
 
 def docker_config_path() -> Path:
