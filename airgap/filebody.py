@@ -39,7 +39,6 @@ class FileBody(httpx.SyncByteStream):
         reached: Callable[[int], None] | None = None,
     ) -> None:
         self.spans = tuple(spans)
-        self.length = sum(length for _, _, length in self.spans)
         self.ended_early = ended_early
         self._reached = reached
 

@@ -167,7 +167,7 @@ class ImportResult:
             "duration_seconds": round(self.seconds, 3),
             "changed": stats.changed,
             # "full": every member hashed before pushing (--reverify); "on-use": every
-            # member but the blobs up front, each blob while it streams to the registry
+            # member but the blobs up front, each blob by the registry's digest check
             "verification": "full" if self.bundle.all_hashed else "on-use",
             "variables_missing": self.missing_variables,
             "conditions": [condition.to_json() for condition in self.conditions],
@@ -375,26 +375,15 @@ class _ClosureScan:
     def __init__(self, files: AnyMapping[str, bytes]) -> None:
         self.files = dict(files)
         self._scan = ReferenceScan()
-        self._found: dict[str, str] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="closure-scan", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._found = self._scan.add(self.files)
-        except BaseException as exc:  # handed to the thread that asks for the result
-            self._error = exc
+        self._found = _Ahead("closure-scan", partial(self._scan.add, self.files))
 
     def finish(self, files: AnyMapping[str, bytes]) -> dict[str, str]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._found is not None
+        found = self._found.result()
+        assert found is not None
         if any(files.get(path) != data for path, data in self.files.items()):
             return closure_references(files)  # an output changed after all: read them all
         later = {path: data for path, data in files.items() if path not in self.files}
-        return closure_merged(self._found, self._scan.add(later))
+        return closure_merged(found, self._scan.add(later))
 
 
 class _Ahead(Generic[T]):

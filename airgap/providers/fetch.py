@@ -89,9 +89,9 @@ def download_release(
     directory = (dest_root / PROVIDERS_DIR / label / version).absolute()
     metadata_path = directory / METADATA_FILE
     components_path = directory / components_file
-    with phases.timed("providers/fetch"):
-        source.fetch(version, METADATA_FILE, metadata_path)
-        source.fetch(version, components_file, components_path)
+    # timed by the caller's "providers/fetch": releases download on worker threads
+    source.fetch(version, METADATA_FILE, metadata_path)
+    source.fetch(version, components_file, components_path)
     return DownloadedRelease(
         spec, source, version, label, components_file, metadata_path, components_path
     )

@@ -68,7 +68,7 @@ class VerifiedBundle:
     # asked for (``manifest_bytes``), not held for the bundle's lifetime
     manifest_at: tuple[int, int] | None = None
     manifest_sha256: str = ""
-    all_hashed: bool = True  # False: the layout's blobs are left to be hashed on use
+    all_hashed: bool = True  # False: the layout's blobs are left to the push (``body``)
 
     @property
     def manifest_bytes(self) -> bytes:

@@ -232,7 +232,7 @@ class _HashPool:
             hashed = (r.size for r in files if self._hash_blobs or not _BLOB_RE.match(r.path))
             self._progress.total(self._task, sum(hashed))
         if not self._hash_blobs and _BLOB_RE.match(info.name):
-            # import hashes blob bytes while it streams them, and needs none at all of
+            # import leaves blob bytes to the registry's digest check, and needs none of
             # the blobs the target already holds: here they are only located
             # keyed and named by the record's path (the same text): the header's copy of
             # the name is not kept for every member of the bundle
