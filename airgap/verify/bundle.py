@@ -45,7 +45,7 @@ from airgap.verify.contents import check_contents
 from airgap.verify.delta import check_delta
 from airgap.verify.findings import Failure
 from airgap.verify.names import check_names
-from airgap.verify.scan import Member, OnManifest, ScanResult, scan
+from airgap.verify.scan import Member, ScanResult, scan
 
 if TYPE_CHECKING:
     from airgap.filebody import FileBody
@@ -160,7 +160,6 @@ def verify_bundle(
     *,
     hash_blobs: bool = True,
     progress: Progress = QUIET,
-    on_manifest: OnManifest | None = None,
 ) -> VerifiedBundle:
     """Scan, check the signature (unless ``keys`` is None: explicitly unsigned), then
     check the layout and providers against the verified members.
@@ -170,13 +169,10 @@ def verify_bundle(
     hashes every member but the layout's blobs; the image manifests among them are
     hashed when the layout check reads them, the others by the registry as import pushes
     them (``body``).
-    ``progress`` counts the bytes hashed (a terminal bar, or periodic lines).
-    ``on_manifest`` is handed the manifest as soon as its signature accepted it and it
-    parsed, before the members are checked: work that only reads elsewhere (import's
-    questions to the target) overlaps the check, and is used only if it passes."""
+    ``progress`` counts the bytes hashed (a terminal bar, or periodic lines)."""
     source = path if isinstance(path, BundleSource) else open_source(path)
     try:
-        return _verify(source, keys, hash_blobs, progress, on_manifest)
+        return _verify(source, keys, hash_blobs, progress)
     except BaseException:
         source.close()
         raise
@@ -187,7 +183,6 @@ def _verify(
     keys: list[Ed25519PublicKey] | None,
     hash_blobs: bool,
     progress: Progress = QUIET,
-    on_manifest: OnManifest | None = None,
 ) -> VerifiedBundle:
     path = source.path
 
@@ -199,13 +194,7 @@ def _verify(
             _check_parts_list(source, scanned, keys)
         return keys is None or scanned.signer is not None
 
-    result = scan(
-        source,
-        hash_blobs=hash_blobs,
-        authenticate=authenticate,
-        progress=progress,
-        on_manifest=on_manifest,
-    )
+    result = scan(source, hash_blobs=hash_blobs, authenticate=authenticate, progress=progress)
     if result.authenticated:
         _name_damaged_parts(source, result)
     signer = result.signer

@@ -122,9 +122,6 @@ class ScanResult:
 # Called once the manifest and signature bytes are read, before anything is parsed:
 # True lets the scan go on, False stops it (the callback records its own failure).
 Authenticate = Callable[[ScanResult], bool]
-# told the manifest once it is authenticated and parsed, while the members still hash
-# (import starts asking the target what it holds then)
-OnManifest = Callable[[BundleManifest], None]
 
 
 def _unsafe_reason(info: TarEntry) -> str | None:
@@ -345,7 +342,6 @@ def scan(
     hash_blobs: bool = True,
     authenticate: Authenticate | None = None,
     progress: Progress = QUIET,
-    on_manifest: OnManifest | None = None,
 ) -> ScanResult:
     """Scan the bundle ``path`` names (a file or its parts, or an open source);
     failures are collected, not raised, so a report can list everything wrong. Only a
@@ -353,12 +349,11 @@ def scan(
 
     ``hash_blobs=False`` hashes every member but the image layout's blobs, which are
     only located: their users (import) hash them as they read them. ``authenticate``
-    judges the manifest's bytes and signature before anything is parsed; ``on_manifest``
-    is handed the manifest it accepted, as soon as it is parsed."""
+    judges the manifest's bytes and signature before anything is parsed."""
     if isinstance(path, BundleSource):
-        return _scan(path, hash_blobs, authenticate, progress, on_manifest)
+        return _scan(path, hash_blobs, authenticate, progress)
     with open_source(path) as source:
-        return _scan(source, hash_blobs, authenticate, progress, on_manifest)
+        return _scan(source, hash_blobs, authenticate, progress)
 
 
 def _scan(
@@ -366,16 +361,14 @@ def _scan(
     hash_blobs: bool,
     authenticate: Authenticate | None,
     progress: Progress = QUIET,
-    on_manifest: OnManifest | None = None,
 ) -> ScanResult:
     result = ScanResult()
-    gate = _Gate(authenticate, on_manifest)
     hashes = _HashPool(source, result, HASH_WORKERS, hash_blobs=hash_blobs, progress=progress)
     expected: dict[str, FileRecord] = {}
     try:
-        _walk_members(TarReader(source), source.path, result, hashes, expected, gate)
+        _walk_members(TarReader(source), source.path, result, hashes, expected, authenticate)
         if result.authenticated is None:  # the archive ended before a third member
-            _open_manifest(result, expected, gate)
+            _open_manifest(result, expected, authenticate)
     except BaseException:
         hashes.abandon()
         raise
@@ -389,17 +382,11 @@ def _scan(
     return result
 
 
-@dataclass(frozen=True)
-class _Gate:
-    """What the caller asked to judge the head members and to hear of the manifest."""
-
-    authenticate: Authenticate | None
-    on_manifest: OnManifest | None
-
-
-def _open_manifest(result: ScanResult, expected: dict[str, FileRecord], gate: _Gate) -> bool:
+def _open_manifest(
+    result: ScanResult, expected: dict[str, FileRecord], authenticate: Authenticate | None
+) -> bool:
     """Authenticate the head members, then parse the manifest; False: stop the scan."""
-    result.authenticated = gate.authenticate(result) if gate.authenticate else True
+    result.authenticated = authenticate(result) if authenticate else True
     if not result.authenticated or result.manifest_bytes is None:
         return result.authenticated
     result.manifest_sha256 = hashlib.sha256(result.manifest_bytes).hexdigest()
@@ -411,8 +398,6 @@ def _open_manifest(result: ScanResult, expected: dict[str, FileRecord], gate: _G
         result.fail("member", MANIFEST_NAME, str(exc))
         return True
     expected.update({record.path: record for record in result.manifest.files})
-    if gate.on_manifest is not None:
-        gate.on_manifest(result.manifest)
     return True
 
 
@@ -434,7 +419,7 @@ def _walk_members(
     result: ScanResult,
     hashes: _HashPool,
     expected: dict[str, FileRecord],
-    gate: _Gate,
+    authenticate: Authenticate | None,
 ) -> None:
     position = 0
     last = "the start of the archive"
@@ -460,7 +445,7 @@ def _walk_members(
         if info.name not in result.members:  # a second one of a name: the first is kept
             result.located.setdefault(info.name, (info.offset_data, info.size))
         head_open = position == 3 and result.authenticated is None
-        if head_open and not _open_manifest(result, expected, gate):
+        if head_open and not _open_manifest(result, expected, authenticate):
             return
         reason = _unsafe_reason(info)
         if reason:
