@@ -322,9 +322,9 @@ def run_import(
         if recorded is None:
             with phases.timed("import/closure"):
                 found = _scanned(files, scan)
-        # nothing pushed: every tree was found complete by this run's tag HEADs, so the
-        # closure need not ask for them again; after a push it asks for itself
-        answered = None if stats.changed else found_complete(trees + attached.trees)
+        # what this run's HEADs saw resolve (trees found complete, or pushed and then
+        # confirmed) is not asked again
+        answered = pusher.confirmed
         closure = check_closure(registry, options, manifest, mappings, dict(found), answered)
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)
@@ -518,20 +518,6 @@ def delta_supply(
         return read_manifests(registry, manifest, supply, concurrency=concurrency)
 
 
-def found_complete(trees: list[ImageTree]) -> dict[tuple[str, str], str]:
-    """What the target answered in this run for the trees of a push that changed
-    nothing (a no-op re-import: each tree found complete by the HEAD of its reference):
-    each reference resolved to its tree's top digest, so the top digest resolves in
-    that repository too. ``push`` returns only once every tree was confirmed by a HEAD
-    in this run; anything else raised."""
-    answered: dict[tuple[str, str], str] = {}
-    for tree in trees:
-        repository = tree.mapping.target.repository
-        answered[(repository, tree.reference)] = tree.top.digest
-        answered[(repository, tree.top.digest)] = tree.top.digest
-    return answered
-
-
 def check_closure(
     registry: Registry,
     options: ImportOptions,
@@ -544,7 +530,7 @@ def check_closure(
     them), and every image of the bundle by its digest, asked of the target: what does
     not resolve there is dangling. ``registry``: the client the import pushed with (a
     second client would only load the TLS trust store again); ``answered``: what the
-    target already said in this run (``found_complete``), not asked again."""
+    target already said in this run (``Pusher.confirmed``), not asked again."""
     digests = {image.reference: image.digest for image in manifest.images}
     expected: dict[str, str] = {}
     for mapping in mappings:

@@ -149,6 +149,10 @@ class Pusher:
         relied: AnyMapping[str, str] | None = None,
     ) -> None:
         self._registry = registry
+        # every (repository, reference) this run saw resolve to a digest: a tree found
+        # complete, or pushed and confirmed, so the closure check need not ask again.
+        # Written from the pool's threads, one key per store (atomic under the GIL)
+        self.confirmed: dict[tuple[str, str], str] = {}
         self._index = blob_index
         self._relied = relied or {}  # a delta's needs: digest -> a repository holding it
         self._bundle = bundle
@@ -211,6 +215,7 @@ class Pusher:
                     f"{what}: registry {self._registry.display_name} accepted the push but "
                     f"{name} {state} (expected {digest})"
                 )
+            self.confirmed[(target.repository, reference)] = digest
 
     def _complete(self, tree: ImageTree) -> bool:
         target = tree.mapping.target
@@ -221,9 +226,13 @@ class Pusher:
             # check every blob rather than trust the tag
             return False
         self._asked.add(id(tree))
-        return self._registry.manifest_digest(target.repository, tree.reference, what=what) == (
-            tree.top.digest
-        )
+        found = self._registry.manifest_digest(target.repository, tree.reference, what=what)
+        if found != tree.top.digest:
+            return False
+        # its reference resolves to the top digest, so that digest resolves there too
+        repository = target.repository
+        self.confirmed[(repository, tree.reference)] = self.confirmed[(repository, found)] = found
+        return True
 
     def _carries_some(self, tree: ImageTree) -> bool:
         return any(blob_member(blob.digest) in self._bundle.members for blob in tree.blobs)
