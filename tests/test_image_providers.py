@@ -170,8 +170,10 @@ def test_profile_metadata_is_parsed_strictly() -> None:
 
 def test_contract_comes_from_the_crd_labels() -> None:
     assert contract_from_manifests(manifests_yaml(SIDECAR).decode()) == "v1beta2"
-    both = manifests_yaml(SIDECAR, contract="v1beta1").decode() + "---\n" + (
-        manifests_yaml(SIDECAR, contract="v1beta2").decode()
+    both = (
+        manifests_yaml(SIDECAR, contract="v1beta1").decode()
+        + "---\n"
+        + (manifests_yaml(SIDECAR, contract="v1beta2").decode())
     )
     assert contract_from_manifests(both) == "v1beta2"
     assert contract_from_manifests("kind: ConfigMap\n") is None
@@ -206,7 +208,10 @@ def test_spec_reads_image_providers(tmp_path: Path) -> None:
     assert entry.profiles == ("default", "aws")
     assert entry.type is ProviderType.INFRASTRUCTURE
     assert entry.where == f"{path}:3: providers[1]"
-    assert parse_spec("providers:\n- image: quay.io/x/y:v1\n", path).image_providers[0].profiles is None
+    assert (
+        parse_spec("providers:\n- image: quay.io/x/y:v1\n", path).image_providers[0].profiles
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -216,7 +221,10 @@ def test_spec_reads_image_providers(tmp_path: Path) -> None:
         ("- image: q.io/x:v1\n  profiles: []\n", "spec.yaml:3: providers[0].profiles: empty"),
         ("- image: q.io/x:v1\n  profiles: [a/b]\n", "spec.yaml:3: providers[0].profiles[0]"),
         ("- image: q.io/x:v1\n  profiles: [a, a]\n", "listed twice"),
-        ("- image: q.io/x:v1\n  url: https://x.example\n", "spec.yaml:3: providers[0].url: unknown"),
+        (
+            "- image: q.io/x:v1\n  url: https://x.example\n",
+            "spec.yaml:3: providers[0].url: unknown",
+        ),
         ("- image: q.io/x:v1\n  version: latest\n", "providers[0].version: invalid version"),
         ("- image: q.io/x:v1\n  contract: beta\n", "providers[0].contract: invalid contract"),
         ("- image: q.io/x:v1\n  type: cloud\n", "providers[0].type: unknown provider type"),
@@ -265,9 +273,7 @@ def test_collect_reads_the_image_and_carries_it(
     tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key, source_images
 ) -> None:  # type: ignore[no-untyped-def]
     image, manifests, _ = provider_image
-    _, bundle = collect(
-        tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key
-    )
+    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
     manifest = read_head(bundle).manifest
     (provider,) = manifest.providers
     assert (provider.name, provider.type, provider.version, provider.contract) == (
@@ -379,8 +385,15 @@ def test_component_refs_are_checked_against_the_api_rule() -> None:
 
 def import_bundle(bundle: Path, signing_key, registry: RegistryServer, out: Path, *extra: str):  # type: ignore[no-untyped-def]
     result = run_airgap(
-        "import", bundle, "--key", signing_key.public, "--registry", f"{registry.host}/mirror",
-        "--output-dir", out, *extra,
+        "import",
+        bundle,
+        "--key",
+        signing_key.public,
+        "--registry",
+        f"{registry.host}/mirror",
+        "--output-dir",
+        out,
+        *extra,
     )
     assert result.returncode == 0, result.stderr
     return yaml.safe_load((out / "openshift" / "capi-components.yaml").read_text())
@@ -391,13 +404,16 @@ def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
     layout = work / "layout"
     work.mkdir(parents=True, exist_ok=True)
     skopeo.copy(
-        skopeo.docker_ref(reference.split("/", 1)[1], registry), f"oci:{layout}:img",
+        skopeo.docker_ref(reference.split("/", 1)[1], registry),
+        f"oci:{layout}:img",
         src_registry=registry,
     )
     bundle = work / "unpacked"
     subprocess.run(
         ["umoci", "raw", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)],
-        check=True, capture_output=True, timeout=60,
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     return bundle
 
@@ -419,11 +435,13 @@ def test_import_writes_manifests_images_umoci_unpacks(
     # skopeo reads it by digest; the tag names the same manifest
     raw = skopeo.raw_manifest(ref, registry=target)
     assert skopeo.digest_of(raw) == digest
-    tagged = skopeo.raw_manifest(f"{target.host}/mirror/capi-manifests/infrastructure-test:v2.8.1", registry=target)
+    tagged = skopeo.raw_manifest(
+        f"{target.host}/mirror/capi-manifests/infrastructure-test:v2.8.1", registry=target
+    )
     assert skopeo.digest_of(tagged) == digest
     # umoci unpacks the files the import wrote, byte for byte
     rootfs = umoci_unpack(ref, target, tmp_path / "umoci")
-    written = (tmp_path / "out/components/infrastructure-test/v2.8.1/infrastructure-components.yaml")
+    written = tmp_path / "out/components/infrastructure-test/v2.8.1/infrastructure-components.yaml"
     unpacked = rootfs / ROOT / "default"
     assert (unpacked / "manifests.yaml").read_bytes() == written.read_bytes()
     assert sorted(p.name for p in unpacked.iterdir()) == ["manifests.yaml", "metadata.yaml"]

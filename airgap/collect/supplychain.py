@@ -49,7 +49,5 @@ def check_before_signing(
 
     failed = [result for result in evaluate(policy, manifest, read=read) if not result.passed]
     if failed:
-        reasons = "; ".join(
-            f"{result.rule}: {', '.join(result.offending)}" for result in failed
-        )
+        reasons = "; ".join(f"{result.rule}: {', '.join(result.offending)}" for result in failed)
         raise AirgapError(f"the bundle fails the policy, nothing was written: {reasons}")

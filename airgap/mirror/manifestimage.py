@@ -244,8 +244,7 @@ def _body(blob: bytes) -> Callable[[int], Iterator[bytes]]:
 
 def raise_mismatch(what: str, repository: str, tag: str, served: str | None, want: str) -> None:
     raise AirgapError(
-        f"{what}: {repository}:{tag} resolves to {served or 'nothing'} after the push, "
-        f"not {want}"
+        f"{what}: {repository}:{tag} resolves to {served or 'nothing'} after the push, not {want}"
     )
 
 
@@ -271,9 +270,7 @@ def ref_accepted(reference: str) -> bool:
 def component_list(published: Sequence[Published]) -> bytes:
     """The ``components`` of a ClusterAPI revision: each image by digest with its
     profile, in install order (then type and name, so the order is stable)."""
-    ordered = sorted(
-        published, key=lambda p: (p.install_order, p.provider.type, p.provider.name)
-    )
+    ordered = sorted(published, key=lambda p: (p.install_order, p.provider.type, p.provider.name))
     lines = [
         "# The components of an OpenShift ClusterAPI revision (operator.openshift.io/v1alpha1,",
         "# status.revisions[].components), installed in this order. Written by airgap import.",

@@ -132,8 +132,7 @@ class LayerSink:
             self._unpacked += len(piece)
             if self._unpacked > MAX_LAYER_UNPACKED_BYTES:
                 raise LayerError(
-                    f"{self._what}: unpacks to more than "
-                    f"{describe_size(MAX_LAYER_UNPACKED_BYTES)}"
+                    f"{self._what}: unpacks to more than {describe_size(MAX_LAYER_UNPACKED_BYTES)}"
                 )
             self._tar.feed(piece)
         return len(data)
