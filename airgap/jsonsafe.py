@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from airgap.errors import AirgapError
@@ -29,11 +29,19 @@ def loads(
     max_bytes: int,
     max_depth: int = MAX_JSON_DEPTH,
     unique_keys: bool = True,
+    convert: Callable[[list[tuple[str, Any]]], Any] | None = None,
 ) -> Any:
     """Parse ``data``; ``where`` names it in every message.
 
     Duplicate keys are refused unless ``unique_keys`` is false: two readers of the same
-    signed bytes must never see different values (Go and Python both keep the last)."""
+    signed bytes must never see different values (Go and Python both keep the last).
+    ``convert`` may turn an object into something compact as it is decoded (given its
+    ``(key, value)`` pairs; None: keep it a dict), so a large list's entries never
+    exist as dicts all at once. Duplicate keys are refused in those objects too, and
+    what it makes counts as an object in the depth check."""
+    hook: Callable[[list[tuple[str, Any]]], Any] | None = _unique_object if unique_keys else None
+    if convert is not None:
+        hook = _converting(convert, unique_keys)
     if len(data) > max_bytes:
         raise JSONShapeError(
             f"{where}: {len(data)} bytes is over the {describe_size(max_bytes)} limit"
@@ -41,7 +49,7 @@ def loads(
     try:
         value = json.loads(
             data,
-            object_pairs_hook=_unique_object if unique_keys else None,
+            object_pairs_hook=hook,
             parse_constant=_no_constant,
         )
     except RecursionError:
@@ -108,8 +116,25 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _converting(
+    convert: Callable[[list[tuple[str, Any]]], Any], unique_keys: bool
+) -> Callable[[list[tuple[str, Any]]], Any]:
+    def hook(pairs: list[tuple[str, Any]]) -> Any:
+        made = convert(pairs)
+        if made is None:
+            return _unique_object(pairs) if unique_keys else dict(pairs)
+        if unique_keys and len({key for key, _ in pairs}) != len(pairs):
+            _unique_object(pairs)  # raises, naming the key
+        return made
+
+    return hook
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _depth_exceeds(value: Any, max_depth: int) -> bool:
@@ -121,11 +146,13 @@ def _depth_exceeds(value: Any, max_depth: int) -> bool:
             children: Any = item.values()
         elif isinstance(item, list):
             children = item
-        else:
+        elif isinstance(item, _SCALARS):
             continue
+        else:  # an object ``convert`` made compact: as deep as the object was
+            children = ()
         if depth > max_depth:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        stack.extend((child, depth + 1) for child in children if not isinstance(child, _SCALARS))
     return False
 
 

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import tarfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from airgap.bundle.writer import PlannedMember, RegionWriter, TarPlan
 from airgap.errors import BundleError
 from airgap.fsutil import atomic_writer
 from airgap.layout import index_json
+from airgap.limits import MAX_JSON_DEPTH
 from airgap.oci import Descriptor
 
 
@@ -146,3 +148,69 @@ def test_read_head_rejects_non_bundles(tmp_path: Path) -> None:
     junk.write_bytes(b"hello")
     with pytest.raises(BundleError, match="junk.tar"):
         read_head(junk)
+
+
+def test_file_records_decoded_compactly_read_and_refuse_as_before() -> None:
+    """Issue 12 (scale RSS): a well-formed ``files`` entry becomes its compact record as
+    the manifest is decoded, a blob's digest kept as bytes. The records read back the
+    same texts, the bytes written are the same, and an object shaped like an entry
+    anywhere else (or a malformed entry) reads and is refused exactly as before."""
+    blob = FileRecord("images/blobs/sha256/" + "ab" * 32, "ab" * 32, 9)
+    upper = FileRecord("images/blobs/sha256/" + "AB" * 32, "AB" * 32, 1)  # kept as text
+    other = FileRecord("images/blobs/sha256/" + "cd" * 32, "ef" * 32, 2)  # name != digest
+    assert (blob.path, blob.sha256, blob.blob_named) == (
+        "images/blobs/sha256/" + "ab" * 32,
+        "ab" * 32,
+        True,
+    )
+    assert (upper.sha256, upper.blob_named, other.path[-64:], other.blob_named) == (
+        "AB" * 32,
+        False,
+        "cd" * 32,
+        False,
+    )
+    base = _manifest()
+    manifest = BundleManifest(
+        base.created,
+        base.tool_version,
+        base.providers,
+        base.images,
+        [*base.files, blob, upper, other],
+    )
+    data = manifest.to_bytes()
+    parsed = BundleManifest.from_bytes(data)
+    assert parsed == manifest and parsed.to_bytes() == data
+    assert [f.path for f in parsed.files] == [f.path for f in manifest.files]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        blob.size = 3  # type: ignore[misc]
+
+    entry = {"path": "p", "sha256": "s", "size": 1}
+    document = json.loads(data)
+
+    def refused(edit: dict[str, object]) -> str:
+        with pytest.raises(BundleError) as caught:
+            BundleManifest.from_bytes(json.dumps({**document, **edit}).encode())
+        return str(caught.value)
+
+    prefix = "malformed bundle manifest: airgap-bundle.json"
+    assert refused({"tool": entry}) == f"{prefix}.tool.version: missing (expected a string)"
+    assert refused({"providers": [entry]}) == f"{prefix}.providers[0]: unknown key 'path'"
+    assert refused({"files": entry}) == f"{prefix}.files: expected a list, got an object"
+    assert refused({"files": [entry, {**entry, "size": True}]}) == (
+        f"{prefix}.files[1].size: expected a non-negative integer, got true"
+    )
+    assert refused({"files": [{"sha256": "s", "path": "p", "size": -1}]}) == (
+        f"{prefix}.files[0].size: expected a non-negative integer, got the number -1"
+    )
+    assert refused({"files": [[entry]]}) == f"{prefix}.files[0]: expected an object, got a list"
+    with pytest.raises(BundleError, match="format version None"):
+        BundleManifest.from_bytes(json.dumps(entry).encode())
+    duplicate = data.replace(b'"size": 9', b'"size": 9, "size": 9', 1)
+    with pytest.raises(BundleError, match="key 'size' appears twice"):
+        BundleManifest.from_bytes(duplicate)
+    nested: object = entry  # an entry-shaped object one level past the depth limit
+    for _ in range(MAX_JSON_DEPTH - 1):
+        nested = [nested]
+    assert refused({"x": nested}) == f"{prefix}: nested deeper than {MAX_JSON_DEPTH} levels"
+    shallower = json.dumps({**document, "x": nested[0]})  # type: ignore[index]
+    assert BundleManifest.from_bytes(shallower.encode()) == manifest  # at the limit: read

@@ -11,7 +11,7 @@ push straight from it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -29,11 +29,129 @@ PROVIDERS_DIR = "providers"
 TRUST_DIR = "trust"
 
 
-@dataclass(frozen=True, slots=True)  # one per member or image: no __dict__ each
+BLOB_PREFIX = f"{IMAGES_DIR}/blobs/sha256/"
+_PREFIX_LEN = len(BLOB_PREFIX)
+
+
 class FileRecord:
-    path: str
-    sha256: str
+    """One member the manifest lists: its path, sha256 (64 hex digits) and size.
+
+    Immutable, compared and hashed by those three values, like the frozen dataclass it
+    was. A bundle holds one per blob (6,000 for 2,000 images), so a blob's record keeps
+    its digest as 32 raw bytes and derives both texts from them: ``path`` is
+    ``images/blobs/sha256/<sha256>`` whenever that is what the manifest says. Any other
+    record (a provider file, a hostile entry whose name and digest differ, a digest
+    not in lowercase hex) keeps the texts exactly as given."""
+
+    __slots__ = ("_digest", "_path", "size")
+    _digest: bytes | str  # 32 raw bytes, or the text as given
+    _path: str | None  # None: BLOB_PREFIX + the digest's hex
     size: int
+
+    def __init__(self, path: str, sha256: str, size: int) -> None:
+        raw = _raw_digest(sha256)
+        derived = raw is not None and path.startswith(BLOB_PREFIX) and path[_PREFIX_LEN:] == sha256
+        object.__setattr__(self, "_digest", sha256 if raw is None else raw)
+        object.__setattr__(self, "_path", None if derived else path)
+        object.__setattr__(self, "size", size)
+
+    @property
+    def path(self) -> str:
+        path = self._path
+        if path is None:
+            return BLOB_PREFIX + self._digest.hex()  # type: ignore[union-attr]
+        return path
+
+    @property
+    def sha256(self) -> str:
+        digest = self._digest
+        return digest if isinstance(digest, str) else digest.hex()
+
+    @property
+    def blob_named(self) -> bool:
+        """Whether its path is ``images/blobs/sha256/`` and its own sha256 (which is
+        then 64 lowercase hex digits)."""
+        return self._path is None
+
+    @property
+    def key(self) -> bytes | str:
+        """Its path as ``member_key`` gives it, without making the path's text."""
+        return self._digest if self._path is None else member_key(self._path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size}
+
+    def _values(self) -> tuple[str, str, int]:
+        return self.path, self.sha256, self.size
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not FileRecord:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"FileRecord(path={self.path!r}, sha256={self.sha256!r}, size={self.size!r})"
+
+    def __reduce__(self) -> tuple[type[FileRecord], tuple[str, str, int]]:
+        return FileRecord, self._values()
+
+
+class FileIndex(Mapping[str, FileRecord]):
+    """The records of a manifest by path, keyed by ``member_key``: looked up by name
+    like ``{f.path: f for f in files}`` (a name listed twice: its last record), without
+    a path text per blob of the bundle."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, files: Iterable[FileRecord]) -> None:
+        self._records: dict[bytes | str, FileRecord] = {r.key: r for r in files}
+
+    def __getitem__(self, name: str) -> FileRecord:
+        try:
+            return self._records[member_key(name)]
+        except KeyError:
+            raise KeyError(name) from None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and member_key(name) in self._records
+
+    def __iter__(self) -> Iterator[str]:
+        return (record.path for record in self._records.values())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+def _raw_digest(sha256: str) -> bytes | None:
+    """The 32 bytes a sha256 in lowercase hex stands for; None for any other text
+    (kept as it is: ``bytes.fromhex`` also takes capitals and spaces)."""
+    if len(sha256) != 64:
+        return None
+    try:
+        raw = bytes.fromhex(sha256)
+    except ValueError:
+        return None
+    return raw if raw.hex() == sha256 else None
+
+
+def member_key(name: str) -> bytes | str:
+    """A member name as a compact key: a blob's name (``images/blobs/sha256/`` and 64
+    lowercase hex digits) as its digest's 32 bytes, any other name as itself. Two names
+    have the same key exactly when they are the same name."""
+    if len(name) == 84 and name.startswith(BLOB_PREFIX):
+        raw = _raw_digest(name[_PREFIX_LEN:])
+        if raw is not None:
+            return raw
+    return name
 
 
 @dataclass(frozen=True)
@@ -190,7 +308,7 @@ class BundleManifest:
             ("tool", {"name": "airgap", "version": self.tool_version}),
             ("providers", (_camel(asdict(p)) for p in self.providers)),
             ("images", (_image_json(i) for i in self.images)),
-            ("files", (asdict(f) for f in self.files)),
+            ("files", (f.to_json() for f in self.files)),
         ]
         if self.contents:  # absent otherwise: a providers-only bundle reads as before
             document.append(("contents", (_content_json(c) for c in self.contents)))
@@ -209,10 +327,10 @@ class BundleManifest:
         the field (``airgap-bundle.json.files[3].size: expected ...``). ``data`` may be
         the bytes already decoded (verify drops the bytes before the parse)."""
         try:
-            document = Fields(
-                jsonsafe.loads(data, MANIFEST_NAME, max_bytes=MAX_BUNDLE_MANIFEST_BYTES),
-                MANIFEST_NAME,
+            parsed = jsonsafe.loads(
+                data, MANIFEST_NAME, max_bytes=MAX_BUNDLE_MANIFEST_BYTES, convert=_file_entry
             )
+            document = Fields(_restore_entries(parsed), MANIFEST_NAME)
             version = document.raw("formatVersion")
             if version != FORMAT_VERSION or isinstance(version, bool):
                 raise BundleError(
@@ -300,20 +418,90 @@ _READERS: dict[str, Callable[[Fields, str], Any]] = {
 }
 
 
+# (JSON key, attribute, type as written, optional) of each field of a record class
+_Spec = tuple[str, str, str, bool]
+# FileRecord is no dataclass (its storage is compact); its fields read like one's
+_FILE_SPECS: tuple[_Spec, ...] = (
+    ("path", "path", "str", False),
+    ("sha256", "sha256", "str", False),
+    ("size", "size", "int", False),
+)
+_SPECS: dict[type, tuple[_Spec, ...]] = {FileRecord: _FILE_SPECS}
+
+
+def _specs(cls: type) -> tuple[_Spec, ...]:
+    """The fields of a record class, worked out once per class (not per entry)."""
+    specs = _SPECS.get(cls)
+    if specs is None:
+        specs = tuple(
+            (
+                _camel_key(f.name),
+                f.name,
+                str(f.type),
+                f.default is not MISSING or f.default_factory is not MISSING,
+            )
+            for f in dataclasses.fields(cls)
+        )
+        _SPECS[cls] = specs
+    return specs
+
+
 def _record(cls: type[_Record], item: Fields) -> _Record:
     """A record from its JSON object: each field read as the type it declares, a
     missing required field or an unknown key refused."""
-    fields = {_camel_key(f.name): f for f in dataclasses.fields(cls)}
+    specs = _specs(cls)
     for key in item.names():
-        if key not in fields:
+        if not any(key == spec[0] for spec in specs):
             raise JSONShapeError(f"{item.where}: unknown key {key[:60]!r}")
     values: dict[str, Any] = {}
-    for key, spec in fields.items():
-        optional = spec.default is not MISSING or spec.default_factory is not MISSING
+    for key, name, kind, optional in specs:
         if optional and not item.has(key):
             continue
-        values[spec.name] = _READERS[str(spec.type)](item, key)
+        values[name] = _READERS[kind](item, key)
     return cls(**values)
+
+
+_FILE_KEYS = ("path", "sha256", "size")
+
+
+def _file_entry(pairs: list[tuple[str, Any]]) -> FileRecord | None:
+    """A JSON object that is a well-formed ``files`` entry, exactly as collect writes
+    one (these keys in this order, a string, a string, a non-negative integer), made
+    its record as it is decoded: a 2,000-image manifest's 6,000 entries never exist as
+    dicts. None for any other object (a malformed entry is read, and refused, as
+    before)."""
+    if len(pairs) != 3:
+        return None
+    (k1, path), (k2, sha256), (k3, size) = pairs
+    if (k1, k2, k3) != _FILE_KEYS or type(path) is not str or type(sha256) is not str:
+        return None
+    if type(size) is not int or size < 0:
+        return None
+    return FileRecord(path, sha256, size)
+
+
+def _restore_entries(document: Any) -> Any:
+    """The parsed manifest with every record ``_file_entry`` made outside the
+    top-level ``files`` list turned back into the dict it was decoded from (the same
+    keys, order and values): only that list's entries are records, everything else
+    reads, and is refused, exactly as the plain parse."""
+    if isinstance(document, FileRecord):
+        return document.to_json()
+    if not isinstance(document, dict):
+        return document
+    files = document.get("files")
+    kept = files if isinstance(files, list) else None
+    stack: list[Any] = [document]
+    while stack:
+        item = stack.pop()
+        pairs = list(item.items() if isinstance(item, dict) else enumerate(item))
+        for key, value in pairs:
+            if isinstance(value, FileRecord):
+                if item is not kept:
+                    item[key] = value.to_json()
+            elif isinstance(value, dict | list):
+                stack.append(value)
+    return document
 
 
 def _records(cls: type[_Record], document: Fields, key: str) -> list[_Record]:
@@ -322,9 +510,12 @@ def _records(cls: type[_Record], document: Fields, key: str) -> list[_Record]:
     6,000 file objects need not all be alive beside their records."""
     entries = document.items(key)
     where = document.path(key)
-    records = []
+    records: list[_Record] = []
     shared: dict[object, object] = {}
     for number, entry in enumerate(entries):
+        if isinstance(entry, cls):  # a files entry, made its record as it was decoded
+            records.append(entry)
+            continue
         if isinstance(entry, dict):
             _share_values(entry, shared)
         records.append(_record(cls, Fields(entry, f"{where}[{number}]")))

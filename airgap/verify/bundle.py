@@ -62,7 +62,7 @@ class VerifiedBundle:
     source: BundleSource
     manifest: BundleManifest | None
     signer: str | None
-    members: dict[str, Member]
+    members: Mapping[str, Member]
     failures: list[Failure] = field(default_factory=list)
     # where the signed manifest's bytes are, and their sha256: they are read again when
     # asked for (``manifest_bytes``), not held for the bundle's lifetime
@@ -231,7 +231,7 @@ class _Sizes(Mapping[str, int]):
     """Each verified member's size, read from its ``Member``: the checks' ``present``
     without a second dict entry per member of the bundle."""
 
-    def __init__(self, members: dict[str, Member]) -> None:
+    def __init__(self, members: Mapping[str, Member]) -> None:
         self._members = members
 
     def __getitem__(self, name: str) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 
 from airgap import jsonsafe
@@ -17,6 +17,7 @@ from airgap.bundle.format import (
     IMAGES_DIR,
     PROVIDERS_DIR,
     BundleManifest,
+    FileIndex,
     ImageRecord,
     ProviderRecord,
     blob_member,
@@ -280,7 +281,7 @@ def check_providers(
     provider's contract (``airgap.providers.contract``)."""
     failures: list[Failure] = []
     listed = {image.reference for image in manifest.images}
-    files = {f.path for f in manifest.files}
+    files = FileIndex(manifest.files)  # no path text per blob
     for provider in manifest.providers:
         failures.extend(_check_provider(provider, read, present, files))
         failures.extend(_check_provider_image(provider))
@@ -331,7 +332,7 @@ def _check_provider_image(provider: ProviderRecord) -> list[Failure]:
 
 
 def _check_provider(
-    provider: ProviderRecord, read: ReadMember, present: Mapping[str, int], files: set[str]
+    provider: ProviderRecord, read: ReadMember, present: Mapping[str, int], files: Container[str]
 ) -> list[Failure]:
     directory = f"{PROVIDERS_DIR}/{provider.label}/{provider.version}"
     for member in (provider.metadata, provider.components):

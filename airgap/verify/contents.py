@@ -11,9 +11,9 @@ sha256 (its OpenPGP signature is not checked: there is no keyring of chart signe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 
-from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.bundle.format import BundleManifest, ContentRecord, FileIndex, FileRecord
 from airgap.content.kinds import (
     CHART_SUFFIX,
     PROVENANCE_SUFFIX,
@@ -35,8 +35,7 @@ def check_contents(
 ) -> list[Failure]:
     failures: list[Failure] = []
     listed = {image.reference for image in manifest.images}
-    files = {f.path for f in manifest.files}
-    digests = {f.path: f.sha256 for f in manifest.files}
+    files = digests = FileIndex(manifest.files)  # by path, no path text per blob
     owners = {
         path: "its provider" for p in manifest.providers for path in (p.metadata, p.components)
     }
@@ -88,9 +87,9 @@ def _check_file(
     path: str,
     read: ReadMember,
     present: Mapping[str, int],
-    files: set[str],
+    files: Container[str],
     owners: dict[str, str],
-    digests: Mapping[str, str],
+    digests: Mapping[str, FileRecord],
 ) -> list[Failure]:
     subject = describe(content)
     owner = owners.setdefault(path, subject)
@@ -131,7 +130,7 @@ def _check_provenance(
     path: str,
     read: ReadMember,
     present: Mapping[str, int],
-    digests: Mapping[str, str],
+    digests: Mapping[str, FileRecord],
 ) -> list[Failure]:
     """A ``.prov`` must promise its package's sha256 (as collect checked); the package
     is the record's file of the same name without ``.prov``, already verified."""
@@ -148,7 +147,7 @@ def _check_provenance(
     from airgap.content.provenance import check_provenance  # start-up: OpenPGP, rare
 
     try:
-        check_provenance(read(path), names, digests[package], path)
+        check_provenance(read(path), names, digests[package].sha256, path)
     except AirgapError as exc:
         return [Failure("content", subject, str(exc))]
     return []

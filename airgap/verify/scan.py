@@ -24,7 +24,7 @@ import re
 import threading
 import unicodedata
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ from airgap.bundle.format import (
     SIGNATURE_NAME,
     BundleManifest,
     FileRecord,
+    member_key,
 )
 from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import BLOCK, TarEntry, TarFormatError, TarReader, TarTruncated
@@ -63,16 +64,85 @@ MAX_TRAILING_ZEROS = 1 * MiB
 _BLOB_RE = re.compile(rf"^{IMAGES_DIR}/blobs/sha256/[0-9a-f]{{64}}$")
 
 
-@dataclass(frozen=True, slots=True)  # one per member of a bundle
 class Member:
     """Where a member's bytes live inside the tar, and the sha256 the signed manifest
-    gives them: every later read hashes what it uses against it (see VerifiedBundle)."""
+    gives them: every later read hashes what it uses against it (see VerifiedBundle).
 
-    name: str
+    One per member of a bundle: its name, size and sha256 are its manifest record's
+    (``record``, shared, compact), not copies."""
+
+    __slots__ = ("hashed", "offset", "record")
+    record: FileRecord
     offset: int
-    size: int
-    sha256: str
-    hashed: bool = True  # False: located and sized only; its bytes are checked on use
+    hashed: bool  # False: located and sized only; its bytes are checked on use
+
+    def __init__(self, name: str, offset: int, size: int, sha256: str, hashed: bool = True):
+        self._set(FileRecord(name, sha256, size), offset, hashed)
+
+    @classmethod
+    def of(cls, record: FileRecord, offset: int, hashed: bool = True) -> Member:
+        """The member a record describes, found at ``offset``."""
+        member = cls.__new__(cls)
+        member._set(record, offset, hashed)
+        return member
+
+    def _set(self, record: FileRecord, offset: int, hashed: bool) -> None:
+        object.__setattr__(self, "record", record)
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "hashed", hashed)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    @property
+    def name(self) -> str:
+        return self.record.path
+
+    @property
+    def size(self) -> int:
+        return self.record.size
+
+    @property
+    def sha256(self) -> str:
+        return self.record.sha256
+
+    def __repr__(self) -> str:
+        return (
+            f"Member(name={self.name!r}, offset={self.offset}, size={self.size}, "
+            f"sha256={self.sha256!r}, hashed={self.hashed})"
+        )
+
+
+class Members(Mapping[str, Member]):
+    """The verified members by name, keyed by ``member_key``: a blob's entry needs no
+    name text of its own (its record derives it)."""
+
+    __slots__ = ("_by_key",)
+
+    def __init__(self) -> None:
+        self._by_key: dict[bytes | str, Member] = {}
+
+    def add(self, member: Member) -> None:
+        self._by_key[member.record.key] = member
+
+    def keyed(self, key: bytes | str) -> bool:
+        """Whether a member of this ``member_key`` is here."""
+        return key in self._by_key
+
+    def __getitem__(self, name: str) -> Member:
+        try:
+            return self._by_key[member_key(name)]
+        except KeyError:
+            raise KeyError(name) from None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and member_key(name) in self._by_key
+
+    def __iter__(self) -> Iterator[str]:
+        return (member.name for member in self._by_key.values())
+
+    def __len__(self) -> int:
+        return len(self._by_key)
 
 
 @dataclass
@@ -85,7 +155,7 @@ class ScanResult:
     manifest_sha256: str = ""
     signature: bytes | None = None
     manifest: BundleManifest | None = None
-    members: dict[str, Member] = field(default_factory=dict)
+    members: Members = field(default_factory=Members)
     failures: list[Failure] = field(default_factory=list)
     end_offset: int | None = None  # where the members end (end marker or damage)
     last_member: str = "the start of the archive"
@@ -103,9 +173,11 @@ class ScanResult:
 
     def add(self, member: Member) -> None:
         """A member that passed: its place is its record's, not kept twice."""
-        self.members[member.name] = member
-        self.located.pop(member.name, None)
-        self.seen.discard(member.name)
+        self.members.add(member)
+        if self.located or self.seen:
+            name = member.name
+            self.located.pop(name, None)
+            self.seen.discard(name)
 
     def met(self, name: str) -> bool:
         """Whether a regular member of this name came before."""
@@ -229,15 +301,18 @@ class _HashPool:
             # what will be hashed, now that the (authenticated) manifest says
             self._totalled = True
             files = self._result.manifest.files
-            hashed = (r.size for r in files if self._hash_blobs or not _BLOB_RE.match(r.path))
+            hashed = (
+                r.size
+                for r in files
+                if self._hash_blobs or not (r.blob_named or _BLOB_RE.match(r.path))
+            )
             self._progress.total(self._task, sum(hashed))
         if not self._hash_blobs and _BLOB_RE.match(info.name):
             # import leaves blob bytes to the registry's digest check, and needs none of
             # the blobs the target already holds: here they are only located
             # keyed and named by the record's path (the same text): the header's copy of
             # the name is not kept for every member of the bundle
-            member = Member(record.path, info.offset_data, info.size, record.sha256, hashed=False)
-            self._result.add(member)
+            self._result.add(Member.of(record, info.offset_data, hashed=False))
             return
         if not self._threads:
             self._start()
@@ -323,13 +398,14 @@ class _HashPool:
         if job.error is not None:
             raise job.error
         record = job.record
-        name = record.path
         if job.got != record.size:
-            self._result.fail("tar", name, f"is truncated ({job.got} of {record.size} bytes)")
+            message = f"is truncated ({job.got} of {record.size} bytes)"
+            self._result.fail("tar", record.path, message)
         elif job.digest != record.sha256:
-            self._result.fail("member", name, f"sha256 {job.digest} does not match the manifest")
+            message = f"sha256 {job.digest} does not match the manifest"
+            self._result.fail("member", record.path, message)
         else:
-            self._result.add(Member(name, job.offset, record.size, record.sha256))
+            self._result.add(Member.of(record, job.offset))
 
 
 def _read_small(reader: TarReader, info: TarEntry) -> bytes:
@@ -364,7 +440,7 @@ def _scan(
 ) -> ScanResult:
     result = ScanResult()
     hashes = _HashPool(source, result, HASH_WORKERS, hash_blobs=hash_blobs, progress=progress)
-    expected: dict[str, FileRecord] = {}
+    expected: dict[bytes | str, FileRecord] = {}
     try:
         _walk_members(TarReader(source), source.path, result, hashes, expected, authenticate)
         if result.authenticated is None:  # the archive ended before a third member
@@ -383,7 +459,7 @@ def _scan(
 
 
 def _open_manifest(
-    result: ScanResult, expected: dict[str, FileRecord], authenticate: Authenticate | None
+    result: ScanResult, expected: dict[bytes | str, FileRecord], authenticate: Authenticate | None
 ) -> bool:
     """Authenticate the head members, then parse the manifest; False: stop the scan."""
     result.authenticated = authenticate(result) if authenticate else True
@@ -397,7 +473,7 @@ def _open_manifest(
     except BundleError as exc:
         result.fail("member", MANIFEST_NAME, str(exc))
         return True
-    expected.update({record.path: record for record in result.manifest.files})
+    expected.update({record.key: record for record in result.manifest.files})
     return True
 
 
@@ -418,7 +494,7 @@ def _walk_members(
     path: Path,
     result: ScanResult,
     hashes: _HashPool,
-    expected: dict[str, FileRecord],
+    expected: dict[bytes | str, FileRecord],
     authenticate: Authenticate | None,
 ) -> None:
     position = 0
@@ -530,11 +606,11 @@ def _read_head_member(reader: TarReader, info: TarEntry, position: int, result: 
 def _check_member(
     info: TarEntry,
     result: ScanResult,
-    expected: dict[str, FileRecord],
+    expected: dict[bytes | str, FileRecord],
     hashes: _HashPool,
 ) -> None:
     name = info.name
-    record = expected.get(name)
+    record = expected.get(member_key(name))
     if record is None:
         if result.manifest is not None:
             result.fail("member", name, "is not listed in the bundle manifest")
@@ -557,13 +633,16 @@ def _check_completeness(result: ScanResult) -> None:
     if result.manifest is None:
         return
     failed = {f.subject for f in result.failures}
-    listed: set[str] = set()
+    listed: set[bytes | str] = set()  # member keys: no path text per blob
     for record in result.manifest.files:
-        if record.path in listed:
+        key = record.key
+        if key in listed:
             result.fail("member", record.path, "is listed twice in the bundle manifest")
-        listed.add(record.path)
-        if record.path not in result.members and printable(record.path) not in failed:
+        listed.add(key)
+        if not result.members.keyed(key) and printable(record.path) not in failed:
             result.fail("member", record.path, "is listed in the manifest but missing")
+        if record.blob_named:
+            continue  # a well-formed blob name that equals its digest
         if record.path.startswith(f"{IMAGES_DIR}/blobs/"):
             if not _BLOB_RE.match(record.path):
                 result.fail("layout", record.path, "is not named blobs/sha256/<64 hex digits>")

@@ -297,7 +297,7 @@ def resign(
             data = replace[record.path]
             record = FileRecord(record.path, hashlib.sha256(data).hexdigest(), len(data))
         if record.path in rename:
-            record = dataclasses.replace(record, path=rename[record.path])
+            record = FileRecord(rename[record.path], record.sha256, record.size)
         files.append(record)
     manifest = dataclasses.replace(manifest, files=files)
     if edit is not None:
