@@ -9,8 +9,10 @@ hostile document ends in one line naming the field, never in a traceback.
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,9 +66,168 @@ def loads(
         raise JSONShapeError(f"{where}: key {exc.key!r} appears twice in one object") from None
     except ValueError as exc:  # a NaN or Infinity constant
         raise JSONShapeError(f"{where}: not valid JSON ({exc})") from None
-    if _depth_exceeds(value, max_depth):
+    if depth_exceeds(value, max_depth):
         raise JSONShapeError(f"{where}: nested deeper than {max_depth} levels")
     return value
+
+
+STREAM_CHUNK = 64 * 1024
+_WHITESPACE = re.compile(r"[ \t\n\r]*")  # JSON's, as the json module skips it
+
+
+class _NotPlain(Exception):
+    """The streamed parse met something it leaves to the whole-document parse."""
+
+
+def loads_streamed(
+    chunks: Iterator[bytes],
+    *,
+    max_bytes: int,
+    max_depth: int = MAX_JSON_DEPTH,
+    convert: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> dict[str, Any] | None:
+    """A JSON object read from UTF-8 ``chunks`` without its whole text: each value of
+    the object is decoded on its own, and each item of a value that is a list, from a
+    window of the text; with ``convert`` (see ``loads``) a long list's items never all
+    exist as dicts, and the document's text never exists at all.
+
+    It yields the value ``loads`` would (duplicate keys refused, the same depth bound),
+    or None for anything else, valid or not: another encoding, a BOM, too large, too
+    deep, malformed, a duplicate key. The caller then parses the whole document with
+    ``loads`` for its value or its message. Every chunk is consumed when it succeeds."""
+    hook = _converting(convert, True) if convert is not None else _unique_object
+    decoder = json.JSONDecoder(object_pairs_hook=hook, parse_constant=_no_constant)
+    window = _Window(chunks, max_bytes)
+    try:
+        document = _streamed_object(window, decoder, max_depth)
+        window.skip_space()
+        if not window.at_end():
+            return None  # data after the object
+    except (_NotPlain, ValueError, RecursionError):  # JSONDecodeError, a duplicate key
+        return None
+    return document
+
+
+class _Window:
+    """The part of a streamed text being decoded: ``text[pos:]``, refilled on demand."""
+
+    def __init__(self, chunks: Iterator[bytes], max_bytes: int) -> None:
+        self._chunks = chunks
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
+        self._left = max_bytes
+        self._first = True
+        self.text = ""
+        self.pos = 0
+        self.done = False
+
+    def more(self) -> None:
+        """Read more text into the window (at least as much as it holds, so a value
+        longer than a chunk costs linear time), or raise _NotPlain at the end."""
+        if self.done:
+            raise _NotPlain("the text ended")
+        kept = self.text[self.pos :]
+        added: list[str] = []
+        length = 0
+        while not self.done and length <= len(kept):
+            chunk = next(self._chunks, None)
+            if chunk is not None and self._first and json.detect_encoding(chunk) != "utf-8":
+                raise _NotPlain("not plain UTF-8")  # UTF-16/32 or a BOM
+            self._first = False
+            if chunk is None:
+                self.done = True
+                piece = self._decoder.decode(b"", final=True)
+            else:
+                self._left -= len(chunk)
+                if self._left < 0:
+                    raise _NotPlain("over the size limit")
+                piece = self._decoder.decode(chunk)
+            added.append(piece)
+            length += len(piece)
+        self.text = kept + "".join(added)
+        self.pos = 0
+
+    def skip_space(self) -> None:
+        while True:
+            self.pos = _WHITESPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.text) or self.done:
+                return
+            self.more()
+
+    def at_end(self) -> bool:
+        self.skip_space()
+        return self.pos == len(self.text)
+
+    def take(self) -> str:
+        """The next character, consumed."""
+        self.skip_space()
+        if self.pos == len(self.text):
+            raise _NotPlain("the text ended")
+        self.pos += 1
+        return self.text[self.pos - 1]
+
+    def value(self, decoder: json.JSONDecoder) -> Any:
+        """The next JSON value; decoded again with more text whenever it reaches the
+        window's end (a number cut short, or an unfinished value)."""
+        self.skip_space()
+        while True:
+            try:
+                value, end = decoder.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError:
+                self.more()
+                continue
+            if end == len(self.text) and not self.done:
+                self.more()
+                continue
+            self.pos = end
+            return value
+
+
+def _streamed_object(
+    window: _Window, decoder: json.JSONDecoder, max_depth: int
+) -> dict[str, Any]:
+    if window.take() != "{":
+        raise _NotPlain("not an object")
+    document: dict[str, Any] = {}
+    window.skip_space()
+    if window.pos < len(window.text) and window.text[window.pos] == "}":
+        window.pos += 1
+        return document
+    while True:
+        key = window.value(decoder)
+        if not isinstance(key, str) or key in document or window.take() != ":":
+            raise _NotPlain("not a key")
+        window.skip_space()
+        if window.pos < len(window.text) and window.text[window.pos] == "[":
+            window.pos += 1
+            document[key] = _streamed_list(window, decoder, max_depth)
+        else:
+            value = window.value(decoder)
+            if depth_exceeds(value, max_depth - 1):
+                raise _NotPlain("too deep")
+            document[key] = value
+        separator = window.take()
+        if separator == "}":
+            return document
+        if separator != ",":
+            raise _NotPlain("no separator")
+
+
+def _streamed_list(window: _Window, decoder: json.JSONDecoder, max_depth: int) -> list[Any]:
+    items: list[Any] = []
+    window.skip_space()
+    if window.pos < len(window.text) and window.text[window.pos] == "]":
+        window.pos += 1
+        return items
+    while True:
+        item = window.value(decoder)
+        if depth_exceeds(item, max_depth - 2):
+            raise _NotPlain("too deep")
+        items.append(item)
+        separator = window.take()
+        if separator == "]":
+            return items
+        if separator != ",":
+            raise _NotPlain("no separator")
 
 
 def dumps_indented(document: list[tuple[str, Any]]) -> bytes:
@@ -137,7 +298,7 @@ def _no_constant(name: str) -> Any:
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _depth_exceeds(value: Any, max_depth: int) -> bool:
+def depth_exceeds(value: Any, max_depth: int) -> bool:
     """Whether ``value`` nests deeper than ``max_depth``, walked without recursion."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:

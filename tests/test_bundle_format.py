@@ -1,10 +1,13 @@
 import dataclasses
+import hashlib
 import json
 import tarfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from airgap import jsonsafe
 from airgap.bundle.format import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
@@ -214,3 +217,92 @@ def test_file_records_decoded_compactly_read_and_refuse_as_before() -> None:
     assert refused({"x": nested}) == f"{prefix}: nested deeper than {MAX_JSON_DEPTH} levels"
     shallower = json.dumps({**document, "x": nested[0]})  # type: ignore[index]
     assert BundleManifest.from_bytes(shallower.encode()) == manifest  # at the limit: read
+
+
+def _chunked(data: bytes, size: int) -> Iterator[bytes]:
+    return (data[i : i + size] for i in range(0, len(data), size))
+
+
+def test_manifest_streamed_in_pieces_reads_and_refuses_as_from_bytes() -> None:
+    """Verify parses the signed manifest from pieces of its bytes read again (issue 12,
+    scale RSS): any cut between pieces (inside a number, a string, a UTF-8 sequence)
+    gives the same manifest; bytes that changed since they were hashed are refused;
+    anything else gives from_bytes's value or its very message."""
+    base = _manifest()
+    images = [
+        ImageRecord(f"r/i{n}:1", f"sha256:{n:064x}", "m", ["linux/amd64"], n) for n in range(9)
+    ]
+    files = [FileRecord(f"images/blobs/sha256/{n:064x}", f"{n:064x}", 10**n) for n in range(9)]
+    manifest = BundleManifest(
+        base.created, "0.1.0 \u00e9\U0001f600", base.providers, images, [*base.files, *files]
+    )
+    data = manifest.to_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    for size in (1, 2, 3, 5, 64, len(data)):
+        assert BundleManifest.from_chunks(lambda size=size: _chunked(data, size), sha) == manifest
+        streamed = jsonsafe.loads_streamed(_chunked(data, size), max_bytes=len(data))
+        assert streamed == json.loads(data)  # streamed indeed, not read again whole
+
+    changed = data.replace(b'"size": 8', b'"size": 9', 1)
+    with pytest.raises(BundleError, match="changed after it was verified"):
+        BundleManifest.from_chunks(lambda: _chunked(changed, 7), sha)
+
+    def outcome(read: Callable[[], BundleManifest]) -> object:
+        try:
+            return read()
+        except BundleError as exc:
+            return str(exc)
+
+    document = json.loads(data)
+    variants = [
+        data + b"x",
+        data[:-3],
+        b"\xef\xbb\xbf" + data,
+        data.decode().encode("utf-16"),
+        data.replace(b'"created"', b'"tool": {}, "created"', 1),
+        data.replace(b'"size": 3', b'"size": NaN', 1),
+        data.replace(b'"size": 3', b'"size": 3, "size": 3', 1),
+        data.replace(b'"size": 5\n', b'"size": 5, "x": ' + b"[" * 70 + b"]" * 70 + b"\n", 1),
+        json.dumps({**document, "files": {"path": "p", "sha256": "s", "size": 1}}).encode(),
+        json.dumps({**document, "providers": [document["images"][0]]}).encode(),
+        json.dumps({**document, "x": [[[[document["images"][0]]]]]}).encode(),
+        b"[" + data + b"]",
+        b"\xff" + data,
+        b"",
+    ]
+    for variant in variants:
+        digest = hashlib.sha256(variant).hexdigest()
+        plain = outcome(lambda variant=variant: BundleManifest.from_bytes(variant))
+        for size in (1, 4096):
+            streamed = outcome(
+                lambda variant=variant, size=size, digest=digest: BundleManifest.from_chunks(
+                    lambda: _chunked(variant, size), digest
+                )
+            )
+            assert streamed == plain, variant[:80]
+
+
+def test_image_entries_decoded_as_records_refuse_as_before() -> None:
+    """Image entries become records as they are decoded too: one shaped like an entry
+    elsewhere is read as the object it is, and the depth its platforms list adds is
+    still counted."""
+    document = json.loads(_manifest().to_bytes())
+    image = document["images"][0]
+    prefix = "malformed bundle manifest: airgap-bundle.json"
+
+    def refused(edit: dict[str, object]) -> str:
+        with pytest.raises(BundleError) as caught:
+            BundleManifest.from_bytes(json.dumps({**document, **edit}).encode())
+        return str(caught.value)
+
+    assert refused({"files": [image]}) == f"{prefix}.files[0]: unknown key 'reference'"
+    assert refused({"images": [{**image, "size": -1}]}) == (
+        f"{prefix}.images[0].size: expected a non-negative integer, got the number -1"
+    )
+    assert refused({"images": [{**image, "platforms": [1]}]}) == (
+        f"{prefix}.images[0].platforms[0]: expected a string, got the number 1"
+    )
+    nested: object = image  # its platforms list one level past the limit
+    for _ in range(MAX_JSON_DEPTH - 2):
+        nested = [nested]
+    assert refused({"x": nested}) == f"{prefix}: nested deeper than {MAX_JSON_DEPTH} levels"

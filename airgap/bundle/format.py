@@ -11,6 +11,7 @@ push straight from it.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 from airgap import jsonsafe
 from airgap.errors import BundleError
 from airgap.jsonsafe import Fields, JSONShapeError
-from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES
+from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_JSON_DEPTH
 from airgap.names import digest_problem
 
 FORMAT_VERSION = 1
@@ -328,8 +329,45 @@ class BundleManifest:
         the bytes already decoded (verify drops the bytes before the parse)."""
         try:
             parsed = jsonsafe.loads(
-                data, MANIFEST_NAME, max_bytes=MAX_BUNDLE_MANIFEST_BYTES, convert=_file_entry
+                data, MANIFEST_NAME, max_bytes=MAX_BUNDLE_MANIFEST_BYTES, convert=_entry_converter()
             )
+        except JSONShapeError as exc:
+            raise BundleError(f"malformed bundle manifest: {exc}") from None
+        return cls._from_document(parsed)
+
+    @classmethod
+    def from_chunks(cls, read: Callable[[], Iterator[bytes]], sha256: str) -> BundleManifest:
+        """Parse the manifest whose bytes ``read()`` yields, which must have this sha256
+        (the bytes the signature was checked on): what ``from_bytes`` gives them, or its
+        BundleError, or one saying they changed since. Verify drops the bytes once
+        judged and reads them again here, a piece at a time: neither they nor their
+        text are held beside the records they become (~2 MiB each for 2,000 images).
+        Anything but a plain manifest is read again whole, for ``from_bytes``."""
+        hasher = hashlib.sha256()
+
+        def hashed() -> Iterator[bytes]:
+            for chunk in read():
+                hasher.update(chunk)
+                yield chunk
+
+        parsed = jsonsafe.loads_streamed(
+            hashed(), max_bytes=MAX_BUNDLE_MANIFEST_BYTES, convert=_entry_converter()
+        )
+        if parsed is not None and hasher.hexdigest() == sha256:
+            return cls._from_document(parsed)
+        del parsed
+        data = b"".join(read())
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha256:
+            raise BundleError(
+                f"{MANIFEST_NAME} changed after it was verified (sha256 {actual}, "
+                f"verified {sha256})"
+            )
+        return cls.from_bytes(data)
+
+    @classmethod
+    def _from_document(cls, parsed: Any) -> BundleManifest:
+        try:
             document = Fields(_restore_entries(parsed), MANIFEST_NAME)
             version = document.raw("formatVersion")
             if version != FORMAT_VERSION or isinstance(version, bool):
@@ -464,14 +502,29 @@ def _record(cls: type[_Record], item: Fields) -> _Record:
 _FILE_KEYS = ("path", "sha256", "size")
 
 
-def _file_entry(pairs: list[tuple[str, Any]]) -> FileRecord | None:
-    """A JSON object that is a well-formed ``files`` entry, exactly as collect writes
-    one (these keys in this order, a string, a string, a non-negative integer), made
-    its record as it is decoded: a 2,000-image manifest's 6,000 entries never exist as
-    dicts. None for any other object (a malformed entry is read, and refused, as
-    before)."""
-    if len(pairs) != 3:
+def _entry_converter() -> Callable[[list[tuple[str, Any]]], FileRecord | ImageRecord | None]:
+    """What makes a well-formed ``files`` or ``images`` entry, exactly as collect
+    writes one (these keys in this order, each of its type), its record as it is
+    decoded: a 2,000-image manifest's 8,000 entries never exist as dicts, nor their
+    parse beside the records. Any other object stays a dict (a malformed entry is
+    read, and refused, as before); a media type or platform is one text for all."""
+    shared: dict[str, str] = {}
+
+    def convert(pairs: list[tuple[str, Any]]) -> FileRecord | ImageRecord | None:
+        if len(pairs) == 3:
+            return _file_entry(pairs)
+        if len(pairs) == 5:
+            return _image_entry(pairs, shared)
         return None
+
+    return convert
+
+
+_FILE_KEYS = ("path", "sha256", "size")
+_IMAGE_KEYS = ("reference", "digest", "mediaType", "platforms", "size")
+
+
+def _file_entry(pairs: list[tuple[str, Any]]) -> FileRecord | None:
     (k1, path), (k2, sha256), (k3, size) = pairs
     if (k1, k2, k3) != _FILE_KEYS or type(path) is not str or type(sha256) is not str:
         return None
@@ -480,27 +533,59 @@ def _file_entry(pairs: list[tuple[str, Any]]) -> FileRecord | None:
     return FileRecord(path, sha256, size)
 
 
+def _image_entry(pairs: list[tuple[str, Any]], shared: dict[str, str]) -> ImageRecord | None:
+    (k1, reference), (k2, digest), (k3, media_type), (k4, platforms), (k5, size) = pairs
+    if (k1, k2, k3, k4, k5) != _IMAGE_KEYS or type(size) is not int or size < 0:
+        return None
+    if type(reference) is not str or type(digest) is not str or type(media_type) is not str:
+        return None
+    if type(platforms) is not list or any(type(p) is not str for p in platforms):
+        return None
+    for number, platform in enumerate(platforms):
+        platforms[number] = shared.setdefault(platform, platform)
+    media_type = shared.setdefault(media_type, media_type)
+    return ImageRecord(reference, digest, media_type, platforms, size)
+
+
+def _entry_json(record: FileRecord | ImageRecord) -> dict[str, Any]:
+    """The object a converted entry was decoded from: the same keys, order, values."""
+    if isinstance(record, FileRecord):
+        return record.to_json()
+    values = (record.reference, record.digest, record.media_type, record.platforms, record.size)
+    return dict(zip(_IMAGE_KEYS, values, strict=True))
+
+
 def _restore_entries(document: Any) -> Any:
-    """The parsed manifest with every record ``_file_entry`` made outside the
-    top-level ``files`` list turned back into the dict it was decoded from (the same
-    keys, order and values): only that list's entries are records, everything else
-    reads, and is refused, exactly as the plain parse."""
-    if isinstance(document, FileRecord):
-        return document.to_json()
+    """The parsed manifest with every record ``_entry_converter`` made outside its
+    own top-level list (``files``, ``images``) turned back into the dict it was decoded
+    from: only those lists' entries are records, everything else reads, and is refused,
+    exactly as the plain parse. A record hid its lists from the depth check: if any is
+    restored, the depth is checked again, as the plain parse checked it."""
+    if isinstance(document, FileRecord | ImageRecord):
+        document = _entry_json(document)
     if not isinstance(document, dict):
         return document
-    files = document.get("files")
-    kept = files if isinstance(files, list) else None
+    kept = {
+        id(value): kind
+        for key, kind in (("files", FileRecord), ("images", ImageRecord))
+        if isinstance(value := document.get(key), list)
+    }
+    restored = False
     stack: list[Any] = [document]
     while stack:
         item = stack.pop()
         pairs = list(item.items() if isinstance(item, dict) else enumerate(item))
         for key, value in pairs:
-            if isinstance(value, FileRecord):
-                if item is not kept:
-                    item[key] = value.to_json()
-            elif isinstance(value, dict | list):
+            if isinstance(value, FileRecord | ImageRecord):
+                if kept.get(id(item)) is not type(value):
+                    item[key] = value = _entry_json(value)
+                    restored = True
+                else:
+                    continue
+            if isinstance(value, dict | list):
                 stack.append(value)
+    if restored and jsonsafe.depth_exceeds(document, MAX_JSON_DEPTH):
+        raise JSONShapeError(f"{MANIFEST_NAME}: nested deeper than {MAX_JSON_DEPTH} levels")
     return document
 
 
@@ -513,7 +598,7 @@ def _records(cls: type[_Record], document: Fields, key: str) -> list[_Record]:
     records: list[_Record] = []
     shared: dict[object, object] = {}
     for number, entry in enumerate(entries):
-        if isinstance(entry, cls):  # a files entry, made its record as it was decoded
+        if isinstance(entry, cls):  # an entry made its record as it was decoded
             records.append(entry)
             continue
         if isinstance(entry, dict):

@@ -11,6 +11,7 @@ import posixpath
 import re
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from airgap import jsonsafe
 from airgap.bundle.format import (
@@ -25,7 +26,15 @@ from airgap.bundle.format import (
 from airgap.errors import AirgapError, InputError
 from airgap.jsonsafe import Fields
 from airgap.limits import MAX_MANIFEST_BYTES, MAX_METADATA_BYTES
-from airgap.oci import INDEX_TYPES, REF_NAME_ANNOTATION, Descriptor, Manifest, digest_hex
+from airgap.names import digest_problem
+from airgap.oci import (
+    INDEX_TYPES,
+    OCI_INDEX,
+    REF_NAME_ANNOTATION,
+    Descriptor,
+    Manifest,
+    digest_hex,
+)
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.metadata import parse_metadata
 from airgap.providers.types import ProviderType
@@ -76,9 +85,9 @@ def check_layout(
     entries = _index_entries(layout)
     if isinstance(entries, Failure):
         return [*failures, entries]
-    named: dict[str, Descriptor] = {}
+    named: dict[str, _Entry] = {}
     for number, entry in enumerate(entries, 1):
-        name = entry.annotations.get(REF_NAME_ANNOTATION)
+        name = entry[0]
         if not name:
             failures.append(Failure("layout", INDEX_MEMBER, f"entry {number} has no ref.name"))
             continue
@@ -86,16 +95,27 @@ def check_layout(
             failures.append(Failure("layout", INDEX_MEMBER, f"names {name} more than once"))
             continue
         named[name] = entry
+    del entries
     images = {image.reference: image for image in manifest.images}
     for image in manifest.images:
-        failures.extend(_check_image(image, named.get(image.reference), layout))
+        failures.extend(_check_image(image, _descriptor(named.get(image.reference)), layout))
     for name, entry in named.items():
         if name not in images:
             failures.append(
                 Failure("layout", INDEX_MEMBER, f"names {name}, which the manifest does not list")
             )
-            failures.extend(_walk(name, entry, layout, set()))
+            failures.extend(_walk(name, Descriptor(*entry[1:]), layout, set()))
     return failures
+
+
+# An index.json entry as the layout check uses it: (its ref.name or None, media type,
+# digest, size). One per image, so a tuple (texts shared with the image records where
+# equal), not a Descriptor with its annotations.
+_Entry = tuple[str | None, str, str, int]
+
+
+def _descriptor(entry: _Entry | None) -> Descriptor | None:
+    return None if entry is None else Descriptor(*entry[1:])
 
 
 def _check_oci_layout(layout: _Layout) -> list[Failure]:
@@ -115,7 +135,7 @@ def _check_oci_layout(layout: _Layout) -> list[Failure]:
     return []
 
 
-def _index_entries(layout: _Layout) -> list[Descriptor] | Failure:
+def _index_entries(layout: _Layout) -> list[_Entry] | Failure:
     if INDEX_MEMBER not in layout.present:
         if not layout.manifest.images and not layout.listed(INDEX_MEMBER):
             return []
@@ -123,12 +143,89 @@ def _index_entries(layout: _Layout) -> list[Descriptor] | Failure:
     if layout.present[INDEX_MEMBER] > MAX_MANIFEST_BYTES:
         return Failure("layout", INDEX_MEMBER, "is implausibly large")
     try:
-        index = Manifest.from_bytes(layout.read(INDEX_MEMBER))
+        data = layout.read(INDEX_MEMBER)
+        quick = _quick_entries(data, layout.manifest)
+        if quick is not None:
+            return quick
+        index = Manifest.from_bytes(data)
         if not index.is_index:
             raise AirgapError(f"it is a {index.media_type}, not an image index")
-        return index.children()
+        return [
+            (entry.annotations.get(REF_NAME_ANNOTATION), entry.media_type, entry.digest, entry.size)
+            for entry in index.children()
+        ]
     except _MALFORMED as exc:
         return Failure("layout", INDEX_MEMBER, f"does not parse: {exc}")
+
+
+_ENTRY_KEYS = ("mediaType", "digest", "size", "annotations")
+
+
+def _quick_entries(data: bytes, manifest: BundleManifest) -> list[_Entry] | None:
+    """index.json's entries when it is exactly what collect writes (an index whose
+    entries have these four keys, well formed), each made a compact ``_Entry`` as it
+    is decoded: a 2,000-image index never exists as 2,000 dicts with their
+    annotations. None for anything else, which the full parse then reads and judges
+    (with its messages)."""
+    shared: dict[str, str] = {}
+    for image in manifest.images:  # the texts the entries repeat
+        shared.setdefault(image.reference, image.reference)
+        shared.setdefault(image.digest, image.digest)
+        shared.setdefault(image.media_type, image.media_type)
+
+    def entry(pairs: list[tuple[str, Any]]) -> _Entry | None:
+        if len(pairs) != 4:
+            return None
+        (k1, media_type), (k2, digest), (k3, size), (k4, annotations) = pairs
+        if (k1, k2, k3, k4) != _ENTRY_KEYS or type(media_type) is not str:
+            return None
+        if type(digest) is not str or digest_problem(digest) or type(size) is not int:
+            return None
+        if size < 0 or type(annotations) is not dict:
+            return None
+        if not all(type(value) is str for value in annotations.values()):
+            return None
+        name = annotations.get(REF_NAME_ANNOTATION)
+        return (
+            shared.get(name, name) if name else name,
+            shared.get(media_type, media_type),
+            shared.get(digest, digest),
+            size,
+        )
+
+    try:
+        parsed = jsonsafe.loads(data, "manifest", max_bytes=MAX_MANIFEST_BYTES, convert=entry)
+    except _MALFORMED:
+        return None  # the full parse says why
+    if not isinstance(parsed, dict):
+        return None
+    others = [value for key, value in parsed.items() if key != "manifests"]
+    if _holds_tuple(others):
+        return None  # an entry's shape elsewhere: as decoded, its depth counts in full
+    declared = parsed.get("mediaType")
+    kind = declared if isinstance(declared, str) and declared else None
+    if kind is None and "manifests" in parsed:
+        kind = OCI_INDEX
+    manifests = parsed.get("manifests")
+    if kind is None or kind.split(";")[0].strip() not in INDEX_TYPES:
+        return None
+    if not isinstance(manifests, list) or not all(type(e) is tuple for e in manifests):
+        return None
+    return manifests
+
+
+def _holds_tuple(values: list[Any]) -> bool:
+    """Whether anything ``_quick_entries`` converted is among these parsed values."""
+    stack = list(values)
+    while stack:
+        item = stack.pop()
+        if type(item) is tuple:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _check_image(image: ImageRecord, entry: Descriptor | None, layout: _Layout) -> list[Failure]:

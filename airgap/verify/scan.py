@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import mmap
 import os
 import posixpath
@@ -29,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airgap import jsonsafe
 from airgap.bundle.format import (
     IMAGES_DIR,
     MANIFEST_NAME,
@@ -444,32 +444,43 @@ def _scan(
     try:
         _walk_members(TarReader(source), source.path, result, hashes, expected, authenticate)
         if result.authenticated is None:  # the archive ended before a third member
-            _open_manifest(result, expected, authenticate)
+            _open_manifest(result, expected, authenticate, source.pread)
     except BaseException:
         hashes.abandon()
         raise
+    distinct = len(expected)  # the paths the manifest lists, each counted once
+    expected.clear()  # the walk is over: the hashes in flight hold their records
     hashes.drain()
     if not result.authenticated:
         _check_head(result)
         return result  # nothing after an untrusted manifest is worth a look
     if result.end_offset is not None:
         _check_end(source, result.end_offset, result.last_member, result)
-    _check_completeness(result)
+    _check_completeness(result, distinct)
     return result
 
 
 def _open_manifest(
-    result: ScanResult, expected: dict[bytes | str, FileRecord], authenticate: Authenticate | None
+    result: ScanResult,
+    expected: dict[bytes | str, FileRecord],
+    authenticate: Authenticate | None,
+    pread: Callable[[int, int], bytes],
 ) -> bool:
     """Authenticate the head members, then parse the manifest; False: stop the scan."""
     result.authenticated = authenticate(result) if authenticate else True
     if not result.authenticated or result.manifest_bytes is None:
         return result.authenticated
     result.manifest_sha256 = hashlib.sha256(result.manifest_bytes).hexdigest()
-    text = _manifest_text(result.manifest_bytes)
-    result.manifest_bytes = None  # judged and hashed: not held beside its parse
+    # judged and hashed: read again a piece at a time as it is parsed (checked against
+    # that sha256), not held beside its records
+    result.manifest_bytes = None
+    offset, size = result.manifest_at or (0, 0)
+
+    def read() -> Iterator[bytes]:
+        return _chunks(pread, offset, size)
+
     try:
-        result.manifest = BundleManifest.from_bytes(text)
+        result.manifest = BundleManifest.from_chunks(read, result.manifest_sha256)
     except BundleError as exc:
         result.fail("member", MANIFEST_NAME, str(exc))
         return True
@@ -477,16 +488,15 @@ def _open_manifest(
     return True
 
 
-def _manifest_text(data: bytes) -> str | bytes:
-    """The manifest's text, decoded as ``json.loads`` decodes bytes, so the bytes need
-    not stay alive while it is parsed. Bytes that do not decode, or whose text would
-    start with a BOM (json refuses that in a str, not in bytes), are handed on as they
-    are, for the parser's own verdict and message."""
-    try:
-        text = data.decode(json.detect_encoding(data), "surrogatepass")
-    except UnicodeDecodeError:
-        return data
-    return data if text.startswith("\ufeff") else text
+def _chunks(pread: Callable[[int, int], bytes], offset: int, size: int) -> Iterator[bytes]:
+    """``size`` bytes at ``offset`` in pieces; fewer if the file ends first."""
+    while size > 0:
+        data = pread(min(size, jsonsafe.STREAM_CHUNK), offset)
+        if not data:
+            return
+        yield data
+        offset += len(data)
+        size -= len(data)
 
 
 def _walk_members(
@@ -521,7 +531,7 @@ def _walk_members(
         if info.name not in result.members:  # a second one of a name: the first is kept
             result.located.setdefault(info.name, (info.offset_data, info.size))
         head_open = position == 3 and result.authenticated is None
-        if head_open and not _open_manifest(result, expected, authenticate):
+        if head_open and not _open_manifest(result, expected, authenticate, reader.pread):
             return
         reason = _unsafe_reason(info)
         if reason:
@@ -628,17 +638,21 @@ def _check_head(result: ScanResult) -> None:
         result.fail("member", SIGNATURE_NAME, "is missing (it must be the second member)")
 
 
-def _check_completeness(result: ScanResult) -> None:
+def _check_completeness(result: ScanResult, distinct: int) -> None:
+    """Every listed member present, and listed once (looked for only when ``distinct``,
+    the number of paths listed, says one is listed twice), blobs named by digest."""
     _check_head(result)
     if result.manifest is None:
         return
     failed = {f.subject for f in result.failures}
+    repeated = distinct < len(result.manifest.files)
     listed: set[bytes | str] = set()  # member keys: no path text per blob
     for record in result.manifest.files:
         key = record.key
-        if key in listed:
-            result.fail("member", record.path, "is listed twice in the bundle manifest")
-        listed.add(key)
+        if repeated:
+            if key in listed:
+                result.fail("member", record.path, "is listed twice in the bundle manifest")
+            listed.add(key)
         if not result.members.keyed(key) and printable(record.path) not in failed:
             result.fail("member", record.path, "is listed in the manifest but missing")
         if record.blob_named:
