@@ -182,9 +182,7 @@ class _Window:
             return value
 
 
-def _streamed_object(
-    window: _Window, decoder: json.JSONDecoder, max_depth: int
-) -> dict[str, Any]:
+def _streamed_object(window: _Window, decoder: json.JSONDecoder, max_depth: int) -> dict[str, Any]:
     if window.take() != "{":
         raise _NotPlain("not an object")
     document: dict[str, Any] = {}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 
 TABLE_WIDTH = 100  # what a table may take unless --wide: fits a terminal split in two
 ELLIPSIS = "…"
@@ -37,20 +38,21 @@ def shorten_middle(text: str, width: int) -> str:
 
 def table(
     headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
+    rows: Iterable[Sequence[str]],
     *,
     max_width: int | None = None,
     shrink: Sequence[tuple[int, int]] = (),
 ) -> str:
     """Aligned columns; with ``max_width``, cells are cut in the middle until every line
     fits: ``shrink`` lists ``(column, floor)`` steps, each narrowing its column down to
-    ``floor`` before the next step starts."""
+    ``floor`` before the next step starts. ``rows`` is read twice (widths, then lines):
+    it may make its rows anew on each pass rather than hold them (one per image)."""
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
     if max_width is not None:
         widths = _fit(widths, max_width, shrink)
-    lines = [headers, *rows]
+    lines = itertools.chain((headers,), rows)
     return "\n".join(
         "  ".join(
             shorten_middle(cell, width).ljust(width)

@@ -1009,3 +1009,49 @@ def test_verify_streams_a_large_bundle_in_constant_memory(
     assert peak < RSS_LIMIT, f"verify peaked at {peak >> 20} MiB on a {BIG >> 20} MiB bundle"
     # the large bundle costs no more than the 130 KiB one, give or take allocator noise
     assert peak - small_peak < 16 << 20, (peak >> 20, small_peak >> 20)
+
+
+def test_index_json_read_compactly_gives_the_full_parse_findings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The layout check reads index.json's entries as compact tuples while it is what
+    collect writes (issue 12, scale RSS); any index.json gives the very findings the full
+    parse gives, whether the compact read takes it or leaves it to the full parse."""
+    from airgap.bundle.format import BundleManifest, ImageRecord
+    from airgap.layout import index_json
+    from airgap.oci import OCI_MANIFEST, Descriptor
+    from airgap.verify import content
+
+    images = [
+        ImageRecord(f"r/i{n}:1", f"sha256:{n:064x}", OCI_MANIFEST, ["linux/amd64"], 9)
+        for n in range(4)
+    ]
+    manifest = BundleManifest("2026-11-23T00:00:00Z", "0.1.0", [], images, [])
+    entries = [(i.reference, Descriptor(i.media_type, i.digest, 9)) for i in images]
+    written = json.loads(index_json(entries))
+    manifests = written["manifests"]
+    variants: list[Any] = [
+        written,
+        {**written, "manifests": manifests[::-1]},  # another order
+        {**written, "manifests": [*manifests, manifests[0]]},  # a name twice
+        {**written, "manifests": [*manifests[1:], {**manifests[0], "annotations": {}}]},
+        {**written, "manifests": [*manifests, {**manifests[0], "annotations": {"x": "r/x:1"}}]},
+        {**written, "manifests": [{**manifests[0], "platform": {"os": "linux"}}, *manifests]},
+        {**written, "manifests": [{**manifests[0], "digest": "sha256:../x"}]},
+        {**written, "manifests": [{**manifests[0], "size": -1}]},
+        {**written, "manifests": [{**manifests[0], "size": True}]},
+        {**written, "mediaType": OCI_MANIFEST},
+        {**written, "subject": manifests[0]},
+        {"manifests": manifests},
+        manifests,
+    ]
+    for variant in [*variants, "not json"]:
+        data = variant.encode() if isinstance(variant, str) else json.dumps(variant).encode()
+        members = {content.INDEX_MEMBER: data}
+        present = {content.INDEX_MEMBER: len(data)}
+        quick = content.check_layout(manifest, members.__getitem__, present)
+        with monkeypatch.context() as patched:
+            patched.setattr(content, "_quick_entries", lambda data, manifest: None)
+            full = content.check_layout(manifest, members.__getitem__, present)
+        assert quick == full, variant
+    assert content._quick_entries(json.dumps(written).encode(), manifest) is not None

@@ -167,11 +167,8 @@ def _quick_entries(data: bytes, manifest: BundleManifest) -> list[_Entry] | None
     is decoded: a 2,000-image index never exists as 2,000 dicts with their
     annotations. None for anything else, which the full parse then reads and judges
     (with its messages)."""
-    shared: dict[str, str] = {}
-    for image in manifest.images:  # the texts the entries repeat
-        shared.setdefault(image.reference, image.reference)
-        shared.setdefault(image.digest, image.digest)
-        shared.setdefault(image.media_type, image.media_type)
+    images = manifest.images
+    at = [0]  # the image an entry is expected to be (collect writes them in order)
 
     def entry(pairs: list[tuple[str, Any]]) -> _Entry | None:
         if len(pairs) != 4:
@@ -186,17 +183,16 @@ def _quick_entries(data: bytes, manifest: BundleManifest) -> list[_Entry] | None
         if not all(type(value) is str for value in annotations.values()):
             return None
         name = annotations.get(REF_NAME_ANNOTATION)
-        return (
-            shared.get(name, name) if name else name,
-            shared.get(media_type, media_type),
-            shared.get(digest, digest),
-            size,
-        )
+        image = _image_at(images, at, digest)
+        if image is not None:  # its image record's texts, not copies of them
+            name = image.reference if name == image.reference else name
+            media_type = image.media_type if media_type == image.media_type else media_type
+            digest = image.digest
+        return (name, media_type, digest, size)
 
-    try:
-        parsed = jsonsafe.loads(data, "manifest", max_bytes=MAX_MANIFEST_BYTES, convert=entry)
-    except _MALFORMED:
-        return None  # the full parse says why
+    step = jsonsafe.STREAM_CHUNK
+    chunks = (data[i : i + step] for i in range(0, len(data), step))
+    parsed = jsonsafe.loads_streamed(chunks, max_bytes=MAX_MANIFEST_BYTES, convert=entry)
     if not isinstance(parsed, dict):
         return None
     others = [value for key, value in parsed.items() if key != "manifests"]
@@ -212,6 +208,18 @@ def _quick_entries(data: bytes, manifest: BundleManifest) -> list[_Entry] | None
     if not isinstance(manifests, list) or not all(type(e) is tuple for e in manifests):
         return None
     return manifests
+
+
+def _image_at(images: list[ImageRecord], at: list[int], digest: str) -> ImageRecord | None:
+    """The image record at ``at`` (or the one before: an entry decoded again) if it has
+    this digest; ``at`` moves past it. Only to share texts: None costs memory alone."""
+    number = at[0]
+    for candidate in (number, number - 1):
+        if 0 <= candidate < len(images) and images[candidate].digest == digest:
+            at[0] = candidate + 1
+            return images[candidate]
+    at[0] = number + 1
+    return None
 
 
 def _holds_tuple(values: list[Any]) -> bool:

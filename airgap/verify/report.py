@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -275,15 +276,7 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
     )
     images = table(
         ["IMAGE", "DIGEST", "PLATFORMS", "SIZE"],
-        [
-            [
-                i.reference if wide else _short_reference(i.reference),
-                i.digest if wide else short_digest(i.digest),
-                _platforms_cell(i, wide=wide),
-                human_size(i.size),
-            ]
-            for i in manifest.images
-        ],
+        _ImageRows(manifest.images, wide),
         max_width=width,
         shrink=((0, 40), (2, 24), (0, 16)),
     )
@@ -314,6 +307,25 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
     if provenance:  # what a .prov proved, and that its signature was not checked
         contents += "\n\nChart provenance (.prov):\n" + "\n".join(provenance)
     return f"{providers}\n\n{contents}\n\n{images}"
+
+
+class _ImageRows:
+    """The image table's rows, made on each of ``table``'s two passes rather than held:
+    a 2,000-image bundle's would be ~0.6 MiB beside the text they become."""
+
+    def __init__(self, images: list[ImageRecord], wide: bool) -> None:
+        self._images = images
+        self._wide = wide
+
+    def __iter__(self) -> Iterator[list[str]]:
+        wide = self._wide
+        for i in self._images:
+            yield [
+                i.reference if wide else _short_reference(i.reference),
+                i.digest if wide else short_digest(i.digest),
+                _platforms_cell(i, wide=wide),
+                human_size(i.size),
+            ]
 
 
 def _attached_table(manifest: BundleManifest, *, wide: bool) -> str:
