@@ -7,6 +7,7 @@ release the GIL, so several blobs really do move at once.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar, cast
@@ -22,16 +23,60 @@ def run_parallel(jobs: Sequence[Callable[[], T]], concurrency: int) -> list[T]:
     Jobs are submitted a few per worker ahead, not all at once: a future (with its
     lock and condition, ~0.4 KiB) per job of a 2,000-image bundle would be held for
     the whole run, and none is needed before a worker is free to take it."""
-    if not jobs:
-        return []
-    workers = max(1, min(concurrency, len(jobs)))
     results: list[T | None] = [None] * len(jobs)
-    upcoming = iter(enumerate(jobs))
+
+    def store(index: int, value: T) -> list[Callable[[], T]]:
+        results[index] = value
+        return []
+
+    _run(jobs, concurrency, store)
+    return cast(list[T], results)
+
+
+def run_unlocking(
+    jobs: Sequence[Callable[[], object]],
+    concurrency: int,
+    unlocked: Callable[[int], Sequence[Callable[[], object]]],
+) -> None:
+    """``run_parallel`` for work that other work makes possible: once job ``i`` is done,
+    the jobs ``unlocked(i)`` names (called on this thread) run before any job not yet
+    started, and are not themselves asked about. The first failure of any stops the
+    rest and is raised.
+
+    Why: an image's manifests can go as soon as its own blobs are in, while the
+    largest blobs of other images still upload; pushed in a phase of their own, they
+    would wait for the last blob while workers sat idle in the upload's tail."""
+
+    def follow(index: int, _: object) -> list[Callable[[], object]]:
+        return list(unlocked(index)) if index < len(jobs) else []
+
+    _run(jobs, concurrency, follow)
+
+
+def _run(
+    jobs: Sequence[Callable[[], T]],
+    concurrency: int,
+    done_with: Callable[[int, T], list[Callable[[], T]]],
+) -> None:
+    """The pool both share: ``done_with(index, result)`` for each job as it ends, on
+    this thread; what it returns runs next (numbered on from ``len(jobs)``)."""
+    if not jobs:
+        return
+    workers = max(1, min(concurrency, len(jobs)))
+    upcoming: deque[tuple[int, Callable[[], T]]] = deque(enumerate(jobs))
+    numbers = itertools.count(len(jobs))
     pending: dict[Future[T], int] = {}
     pool = ThreadPoolExecutor(max_workers=workers)
-    try:
-        for index, job in itertools.islice(upcoming, workers * WINDOW):
+
+    def submit(count: int) -> None:
+        for _ in range(count):
+            if not upcoming:
+                return
+            index, job = upcoming.popleft()
             pending[pool.submit(job)] = index
+
+    try:
+        submit(workers * WINDOW)
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             errors = [f.exception() for f in sorted(done, key=pending.__getitem__)]
@@ -39,13 +84,13 @@ def run_parallel(jobs: Sequence[Callable[[], T]], concurrency: int) -> list[T]:
             if error is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise error
-            for future in done:
-                results[pending.pop(future)] = future.result()
-            for index, job in itertools.islice(upcoming, len(done)):
-                pending[pool.submit(job)] = index
+            for future in sorted(done, key=pending.__getitem__):
+                index = pending.pop(future)
+                follow = done_with(index, future.result())
+                upcoming.extendleft((next(numbers), job) for job in reversed(follow))
+            submit(len(done))
     except BaseException:
         # Ctrl-C or SIGTERM (airgap.interrupt): do not wait for transfers in flight
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    return cast(list[T], results)

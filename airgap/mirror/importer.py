@@ -242,14 +242,7 @@ def run_import(
 
     files: dict[str, bytes] = {}
     wants_outputs = options.output_dir is not None
-    if wants_outputs and options.provider_source == "selector" and recorded is None:
-        # built before pushing: a provider too large for a ConfigMap fails the import
-        # before anything reaches the registry
-        files = operator_outputs()
-    # the closure check's scan of the outputs built so far (a YAML parse of every
-    # provider's components, a CPU-bound few tenths of a second) runs while the images
-    # push, when this thread would only wait
-    scan = _ClosureScan(files) if files else None
+    scan = None
     with options.pool() as pool:
         registry = pool.registry(options.target.host)
         index = BlobIndex.load(options.target.host)  # where earlier imports left blobs
@@ -279,7 +272,19 @@ def run_import(
         try:
             # signatures, attestations and SBOMs next to their subjects (issue 17)
             attached = attached_trees(bundle, manifest, mappings)
-            stats = pusher.push(trees + attached.trees)
+            everything = trees + attached.trees
+            # which images the target holds whole is asked (HEADs only) while the
+            # outputs build on this thread
+            finding = _Ahead("find-complete", partial(pusher.find_complete, everything))
+            if wants_outputs and options.provider_source == "selector" and recorded is None:
+                # built before pushing: a provider too large for a ConfigMap fails the
+                # import before anything is pushed
+                files = operator_outputs()
+            # the closure check's scan of the outputs built so far (a YAML parse of every
+            # provider's components, a CPU-bound few tenths of a second) runs while the
+            # images push, when this thread would only wait
+            scan = _ClosureScan(files) if files else None
+            stats = pusher.push(everything, finding.result())
             publish_referrers(registry, attached, stats)
         finally:
             if index is not None:
@@ -322,9 +327,10 @@ def run_import(
         if recorded is None:
             with phases.timed("import/closure"):
                 found = _scanned(files, scan)
-        # what this run's HEADs saw resolve (trees found complete, or pushed and then
-        # confirmed) is not asked again
-        answered = pusher.confirmed
+        # nothing pushed: every tree was found complete by this run's tag HEADs, so the
+        # closure need not ask for them again; after a push it asks for itself, apart
+        # from the push's own confirmation (a check of the outputs against the target)
+        answered = None if stats.changed else pusher.confirmed
         closure = check_closure(registry, options, manifest, mappings, dict(found), answered)
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)

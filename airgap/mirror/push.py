@@ -1,20 +1,25 @@
 """Push a verified bundle's images into a registry, straight from the tar.
 
 Blobs first (skip what is there, a cross-repository mount when another target repository
-already holds the blob, else a streamed upload read from the tar by offset), then child
-manifests, then indexes, then tags; manifests as their exact bytes, so every digest in
-the target equals the source. Re-running pushes only what is missing.
+already holds the blob, else a streamed upload read from the tar by offset). An image's
+manifests go by digest, children before their index, as soon as its own blobs are in,
+while other images' blobs still upload; tags go last, once every blob is in, so that a
+bundle member the registry refuses leaves no tag naming anything. Manifests go as their
+exact bytes, so every digest in the target equals the source. Re-running pushes only
+what is missing.
 
 Requests per blob and repository, on a registry that mounts (distribution): one POST
 that mounts or opens the session the bytes then go into (``Registry.mount_or_start``),
-plus the PUT of an upload; a HEAD only where its answer can save a request (a hint from
-the blob index or a delta, which a mount from elsewhere cannot tell from "already
-there"), or once the registry has shown that it ignores mounts.
+plus the PUT of an upload; per manifest one PUT by digest, and one more per tag; a HEAD
+only where its answer can save a request (a hint from the blob index or a delta, which
+a mount from elsewhere cannot tell from "already there"), or once the registry has
+shown that it ignores mounts.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,7 +30,7 @@ from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.mapping import Mapping
 from airgap.oci import Descriptor, Manifest
-from airgap.parallel import run_parallel
+from airgap.parallel import run_parallel, run_unlocking
 from airgap.progress import QUIET, Progress, Task
 from airgap.registry.client import Registry, UploadSession
 from airgap.verify.bundle import VerifiedBundle
@@ -149,8 +154,8 @@ class Pusher:
         relied: AnyMapping[str, str] | None = None,
     ) -> None:
         self._registry = registry
-        # every (repository, reference) this run saw resolve to a digest: a tree found
-        # complete, or pushed and confirmed, so the closure check need not ask again.
+        # what the HEADs that found trees complete saw resolve, (repository, tag or
+        # digest) -> digest: a no-op re-import's closure check need not ask again.
         # Written from the pool's threads, one key per store (atomic under the GIL)
         self.confirmed: dict[tuple[str, str], str] = {}
         self._index = blob_index
@@ -171,11 +176,19 @@ class Pusher:
         self._manifests_put: set[tuple[str, str]] = set()
         self._locks_lock = threading.Lock()
 
-    def push(self, trees: list[ImageTree]) -> PushStats:
-        # A registry accepts a manifest only once everything it references is there, so
-        # an image whose tag already names the same digest is complete: one HEAD instead
-        # of one per blob makes re-running a finished import nearly free.
-        complete = run_parallel([partial(self._complete, t) for t in trees], self._concurrency)
+    def find_complete(self, trees: list[ImageTree]) -> list[bool]:
+        """Which trees the target holds whole already (one HEAD each, nothing sent).
+
+        A registry accepts a manifest only once everything it references is there, so
+        an image whose tag already names the same digest is complete: one HEAD instead
+        of one per blob makes re-running a finished import nearly free."""
+        return run_parallel([partial(self._complete, t) for t in trees], self._concurrency)
+
+    def push(self, trees: list[ImageTree], complete: list[bool] | None = None) -> PushStats:
+        """Push what of ``trees`` the target lacks; ``complete``: ``find_complete``'s
+        answer for them, if it was asked earlier in this run."""
+        if complete is None:
+            complete = self.find_complete(trees)
         todo = [tree for tree, done in zip(trees, complete, strict=True) if not done]
         self._count_complete([t for t, done in zip(trees, complete, strict=True) if done], todo)
         repositories: dict[str, list[str]] = {}
@@ -188,24 +201,66 @@ class Pusher:
                 sizes[blob.digest] = blob.size
         order = sorted(repositories, key=lambda digest: sizes[digest], reverse=True)
         task = self._progress.task("pushing", sum(sizes.values()))
-        run_parallel(
-            [partial(self._push_blob, d, sizes[d], repositories[d], task) for d in order],
-            self._concurrency,
-        )
+        # each image's manifests go by digest (then are confirmed) as soon as its own
+        # blobs are all in its repository, while other blobs still upload; tags wait
+        # for every blob, so that a member the registry refuses (a bundle altered since
+        # it was verified) leaves no tag naming anything
+        waiting = {id(tree): {blob.digest for blob in tree.blobs} for tree in todo}
+        trees_of: dict[str, list[ImageTree]] = {}
+        for tree in todo:
+            for digest in waiting[id(tree)]:
+                trees_of.setdefault(digest, []).append(tree)
+        ready = [partial(self._finish, tree) for tree in todo if not waiting[id(tree)]]
+
+        def unlocked(index: int) -> list[Callable[[], None]]:
+            """The images that the blob job ``index`` was the last one of."""
+            if index < len(ready):  # an image's own job: it unlocks nothing
+                return []
+            digest = order[index - len(ready)]
+            finished: list[Callable[[], None]] = []
+            for tree in trees_of[digest]:
+                waiting[id(tree)].discard(digest)
+                if not waiting[id(tree)]:
+                    finished.append(partial(self._finish, tree))
+            return finished
+
+        blobs = [partial(self._push_blob, d, sizes[d], repositories[d], task) for d in order]
+        run_unlocking([*ready, *blobs], self._concurrency, unlocked)
         self._progress.finish(task)
-        run_parallel([partial(self._push_manifests, tree) for tree in todo], self._concurrency)
-        run_parallel([partial(self._confirm, tree) for tree in todo], self._concurrency)
+        tagged = [tree for tree in todo if tree.reference != tree.top.digest]
+        run_parallel([partial(self._tag, tree) for tree in tagged], self._concurrency)
         return self.stats
 
-    def _confirm(self, tree: ImageTree) -> None:
-        """Trust, but verify: after the push, the tag and every manifest digest resolve
-        to what was pushed (one HEAD each). A registry that answered 201 and stored
-        nothing fails the import here, naming the image, instead of at the first pull.
-        (A complete image was confirmed by the HEAD that found it complete.)"""
+    def _finish(self, tree: ImageTree) -> None:
+        """An image whose blobs are all in: its manifests by digest, then their
+        confirmation."""
         target = tree.mapping.target
         what = f"image {target}"
-        wanted = [(tree.reference, tree.top.digest)] if tree.reference != tree.top.digest else []
-        wanted += [(manifest.digest, manifest.digest) for manifest in tree.manifests]
+        # _complete looked the reference up and found the image incomplete: a PUT of a
+        # manifest that is there already is idempotent and as small as the HEAD that
+        # would skip it, so each is PUT without asking (a delta's image, never looked
+        # up, asks first: its manifests may all be there)
+        ask = id(tree) not in self._asked
+        for manifest in tree.manifests:
+            self._put(target.repository, manifest.digest, manifest, what, ask=ask)
+        self._confirm(tree, [(manifest.digest, manifest.digest) for manifest in tree.manifests])
+
+    def _tag(self, tree: ImageTree) -> None:
+        """The image's tag, once every image's blobs are in: the top manifest PUT again
+        under it (the registry has it by digest: only the tag is new), then confirmed."""
+        target = tree.mapping.target
+        what = f"image {target}"
+        ask = id(tree) not in self._asked
+        self._put_now(target.repository, tree.reference, tree.top, what, ask=ask, tag=True)
+        self._confirm(tree, [(tree.reference, tree.top.digest)])
+
+    def _confirm(self, tree: ImageTree, wanted: list[tuple[str, str]]) -> None:
+        """Trust, but verify: after the push, each (reference, digest) of ``wanted``
+        resolves to what was pushed (one HEAD each). A registry that answered 201 and
+        stored nothing fails the import here, naming the image, instead of at the first
+        pull. (A complete image was confirmed by the HEAD that found it complete.)"""
+        target = tree.mapping.target
+        what = f"image {target}"
         for reference, digest in wanted:
             found = self._registry.manifest_digest(target.repository, reference, what=what)
             if found != digest:
@@ -215,7 +270,6 @@ class Pusher:
                     f"{what}: registry {self._registry.display_name} accepted the push but "
                     f"{name} {state} (expected {digest})"
                 )
-            self.confirmed[(target.repository, reference)] = digest
 
     def _complete(self, tree: ImageTree) -> bool:
         target = tree.mapping.target
@@ -363,18 +417,6 @@ class Pusher:
                 self._registry.cancel_upload(opened)
         return session or self._registry.start_upload(repository, what=what)
 
-    def _push_manifests(self, tree: ImageTree) -> None:
-        target = tree.mapping.target
-        what = f"image {target}"
-        # _complete looked the reference up and found the image incomplete: a PUT of a
-        # manifest that is there already is idempotent and as small as the HEAD that
-        # would skip it, so each is PUT without asking (a delta's image, never looked
-        # up, asks first: its manifests may all be there)
-        ask = id(tree) not in self._asked
-        for manifest in tree.manifests[:-1]:
-            self._put(target.repository, manifest.digest, manifest, what, ask=ask)
-        self._put(target.repository, tree.reference, tree.top, what, ask=ask)
-
     def _put(
         self, repository: str, reference: str, manifest: Manifest, what: str, *, ask: bool
     ) -> None:
@@ -392,12 +434,23 @@ class Pusher:
             self._manifests_put.add(key)
 
     def _put_now(
-        self, repository: str, reference: str, manifest: Manifest, what: str, *, ask: bool
+        self,
+        repository: str,
+        reference: str,
+        manifest: Manifest,
+        what: str,
+        *,
+        ask: bool,
+        tag: bool = False,
     ) -> None:
+        """PUT ``manifest`` as ``reference``; a tag (``tag``) names a manifest already
+        counted when it went by digest."""
         if ask and self._registry.manifest_digest(repository, reference, what=what) == (
             manifest.digest
         ):
-            self.stats.add(manifests_skipped=1)
+            if not tag:
+                self.stats.add(manifests_skipped=1)
             return
         self._registry.put_manifest(repository, reference, manifest, what=what)
-        self.stats.add(manifests_pushed=1)
+        if not tag:
+            self.stats.add(manifests_pushed=1)
