@@ -1055,3 +1055,43 @@ def test_index_json_read_compactly_gives_the_full_parse_findings(
             full = content.check_layout(manifest, members.__getitem__, present)
         assert quick == full, variant
     assert content._quick_entries(json.dumps(written).encode(), manifest) is not None
+
+
+def test_members_index_finds_each_listed_record_as_a_dict_would() -> None:
+    """The scan keeps verified members as offsets beside the manifest's records (issue 12,
+    scale RSS): a name finds the record listed last under it, blob or not, as
+    ``{f.path: f for f in files}`` would, and ``listed_twice`` says when a path repeats."""
+    from airgap.bundle.format import FileRecord
+    from airgap.verify.scan import Member, Members
+
+    blob = "images/blobs/sha256/"
+    files = [
+        FileRecord(blob + "b" * 64, "b" * 64, 1),
+        FileRecord("images/index.json", "1" * 64, 2),
+        FileRecord(blob + "a" * 64, "a" * 64, 3),
+        FileRecord(blob + "c" * 64, "d" * 64, 4),  # a blob name that is not its digest
+    ]
+    members = Members()
+    members.index(files)
+    assert not members.listed_twice
+    for number, record in enumerate(files):
+        assert members.listed(record.key) is record
+        members.add(Member.of(record, 100 + number, hashed=number != 2))
+    members.add(Member("outside", 7, 5, "e" * 64))  # a record not indexed
+    assert len(members) == 5 and set(members) == {f.path for f in files} | {"outside"}
+    assert members[blob + "a" * 64].offset == 102 and not members[blob + "a" * 64].hashed
+    assert members[blob + "c" * 64].sha256 == "d" * 64 and members["outside"].size == 5
+    assert blob + "d" * 64 not in members and blob + "A" * 64 not in members
+    with pytest.raises(KeyError):
+        members[blob + "d" * 64]
+
+    twice = Members()
+    again = FileRecord(blob + "a" * 64, "a" * 64, 9)
+    twice.index([*files, again])
+    assert twice.listed_twice and twice.listed(again.key) is again
+    shadowed = Members()
+    shadowed.index(
+        [FileRecord(blob + "d" * 64, "d" * 64, 1), FileRecord(blob + "d" * 64, "e" * 64, 2)]
+    )
+    assert shadowed.listed_twice
+    assert shadowed.listed(FileRecord(blob + "d" * 64, "d" * 64, 1).key).sha256 == "e" * 64  # type: ignore[union-attr]
