@@ -7,14 +7,41 @@ release the GIL, so several blobs really do move at once.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 T = TypeVar("T")
 
 WINDOW = 2  # jobs submitted ahead per worker: enough to keep every worker busy
+
+
+class Ahead(Generic[T]):
+    """A call on a thread of its own, started before work it does not depend on so
+    that the two overlap; ``result`` joins it, re-raising its error. A result never
+    asked for (the work before it failed) is dropped with its error: the thread is a
+    daemon, and holds nothing that must be released."""
+
+    def __init__(self, name: str, call: Callable[[], T]) -> None:
+        self._call = call
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to the thread that asks for the result
+            self._error = exc
+
+    def result(self) -> T | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def run_parallel(jobs: Sequence[Callable[[], T]], concurrency: int) -> list[T]:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from collections.abc import Callable
 from collections.abc import Mapping as AnyMapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -50,7 +48,7 @@ from airgap.mirror.status import (
 )
 from airgap.mirror.status import now as status_now
 from airgap.oci import Manifest
-from airgap.parallel import run_parallel
+from airgap.parallel import Ahead, run_parallel
 from airgap.progress import QUIET, Progress
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
@@ -64,7 +62,6 @@ if TYPE_CHECKING:
     from airgap.mirror.charts import PushedChart
     from airgap.mirror.supply import Supply
 
-T = TypeVar("T")
 
 MAX_CA_BYTES = 1 << 20  # a CA bundle, not a disk image
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
@@ -205,7 +202,7 @@ def run_import(
     # outputs is decided once the verified manifest gives the key
     reading, output_dir = None, options.output_dir
     if output_dir is not None and options.provider_source == "selector" and not options.dry_run:
-        reading = _Ahead("outputs-read", partial(outputcache.read, output_dir))
+        reading = Ahead("outputs-read", partial(outputcache.read, output_dir))
     bundle, mappings = verified_mappings(bundle_path, keys, options, progress)
     manifest = bundle.require_verified()
     if options.dry_run:
@@ -260,7 +257,7 @@ def run_import(
         # depends on the other, and a re-import is mostly these HEADs
         confirming = None
         if recorded is not None:
-            confirming = _Ahead("confirm-ahead", partial(_confirm_ahead, registry, recorded))
+            confirming = Ahead("confirm-ahead", partial(_confirm_ahead, registry, recorded))
         pusher = Pusher(
             registry,
             bundle,
@@ -275,7 +272,7 @@ def run_import(
             everything = trees + attached.trees
             # which images the target holds whole is asked (HEADs only) while the
             # outputs build on this thread
-            finding = _Ahead("find-complete", partial(pusher.find_complete, everything))
+            finding = Ahead("find-complete", partial(pusher.find_complete, everything))
             if wants_outputs and options.provider_source == "selector" and recorded is None:
                 # built before pushing: a provider too large for a ConfigMap fails the
                 # import before anything is pushed
@@ -381,7 +378,7 @@ class _ClosureScan:
     def __init__(self, files: AnyMapping[str, bytes]) -> None:
         self.files = dict(files)
         self._scan = ReferenceScan()
-        self._found = _Ahead("closure-scan", partial(self._scan.add, self.files))
+        self._found = Ahead("closure-scan", partial(self._scan.add, self.files))
 
     def finish(self, files: AnyMapping[str, bytes]) -> dict[str, str]:
         found = self._found.result()
@@ -392,32 +389,8 @@ class _ClosureScan:
         return closure_merged(found, self._scan.add(later))
 
 
-class _Ahead(Generic[T]):
-    """A call on a thread of its own, started before work it does not depend on so
-    that the two overlap; ``result`` joins it, re-raising its error."""
-
-    def __init__(self, name: str, call: Callable[[], T]) -> None:
-        self._call = call
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._call()
-        except BaseException as exc:  # handed to the thread that asks for the result
-            self._error = exc
-
-    def result(self) -> T | None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
 def _confirm_ahead(registry: Registry, recorded: Recorded) -> list[PublishedImage] | None:
-    """``confirm_published``, on its own thread beside the push (``_Ahead``)."""
+    """``confirm_published``, on its own thread beside the push (``Ahead``)."""
     registry.ping()  # settles the scheme (plain_http), as the first request does
     return confirm_published(registry, recorded, registry.plain_http)
 
