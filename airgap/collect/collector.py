@@ -54,7 +54,7 @@ from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
-from airgap.parallel import Ahead, run_parallel
+from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import (
@@ -62,7 +62,6 @@ from airgap.providers.fetch import (
     FetchedProvider,
     download_release,
     read_release,
-    release_contract,
 )
 from airgap.providers.imagesource import fetch_image_provider
 from airgap.providers.types import ProviderType
@@ -113,25 +112,9 @@ def collect(
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
-        with (
-            http.build_client() as client,
-            RegistryPool(
-                spec.registries, max_connections=max(concurrency, 4), authfile=authfile
-            ) as pool,
-        ):
-            releases = _fetch_providers(spec, staging, progress, client)
-            # before any image registry is asked for anything
-            checked = [Contracted(r.spec.type, r.spec.name, r.version, c) for r, c in releases]
-            _check_contracts(checked, spec_path)
-            copier = ImageCopier(
-                pool,
-                platforms=spec.platforms,
-                concurrency=concurrency,
-                progress=progress,
-                signatures=signatures,
-            )
-            early = _resolve_spec_images(spec, copier)  # while the components parse
-            providers = [read_release(release, contract) for release, contract in releases]
+        with http.build_client() as client:
+            providers = _fetch_providers(spec, staging, progress, client)
+            _check_contracts(providers, spec_path)  # before any image is downloaded
             contents = _fetch_contents(
                 spec,
                 providers,
@@ -140,12 +123,21 @@ def collect(
                 client,
                 lambda: RegistryPool(spec.registries, authfile=authfile),  # OCI charts
             )
+        with RegistryPool(
+            spec.registries, max_connections=max(concurrency, 4), authfile=authfile
+        ) as pool:
             if spec.image_providers:  # read from their images: one more provider source
                 providers += _fetch_image_providers(spec, providers, staging, progress, pool)
-                checked = [Contracted(p.type, p.name, p.version, p.contract) for p in providers]
-                _check_contracts(checked, spec_path)
+                _check_contracts(providers, spec_path)
+            copier = ImageCopier(
+                pool,
+                platforms=spec.platforms,
+                concurrency=concurrency,
+                progress=progress,
+                signatures=signatures,
+            )
             with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
-                images = _resolved(copier, _image_references(spec, providers, contents), early)
+                images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
             relied = _relied(images, holdings)
             members = _members(providers, contents, images, staging, relied)
@@ -219,9 +211,7 @@ def check_output(output: Path, *, overwrite: bool) -> None:
 
 def _fetch_providers(
     spec: BundleSpec, staging: Path, progress: Progress, client: httpx.Client
-) -> list[tuple[DownloadedRelease, str]]:
-    """Every release of the spec downloaded, once per provider version, in spec order,
-    with the contract its metadata declares (its components are read later)."""
+) -> list[FetchedProvider]:
     # releases download side by side (each is a few requests that mostly wait) and are
     # read one after the other, in spec order; the entries of one provider download in
     # turn, since `latest` may resolve to a version also listed explicitly: one directory
@@ -240,49 +230,13 @@ def _fetch_providers(
     with phases.timed("providers/fetch"):
         downloaded = run_parallel([partial(download, g) for g in groups.values()], 8)
     releases = dict(pair for group in downloaded for pair in group)
-    fetched: dict[tuple[str, str, str], tuple[DownloadedRelease, str]] = {}
+    fetched: dict[tuple[str, str, str], FetchedProvider] = {}
     for index in range(len(spec.providers)):
         release = releases[index]
         key = (release.spec.type.kind, release.spec.name, release.version)
         if key not in fetched:
-            fetched[key] = (release, release_contract(release))
+            fetched[key] = read_release(release)
     return list(fetched.values())
-
-
-@dataclass(frozen=True)
-class Contracted:
-    """What the compatibility check reads of a provider version."""
-
-    type: ProviderType
-    name: str
-    version: str
-    contract: str
-
-
-def _resolve_spec_images(
-    spec: BundleSpec, copier: ImageCopier
-) -> Ahead[list[ResolvedImage]] | None:
-    """The spec's own images resolved on a thread of their own, started once the
-    contracts are checked: the registries are asked while the providers' components
-    parse. Not with image providers, which are read (and their contracts checked)
-    first."""
-    if not spec.images or spec.image_providers:
-        return None
-    wanted = list({str(ref): ref for ref in map(parse_reference, spec.images)}.values())
-    return Ahead("resolve-spec-images", partial(_resolved, copier, wanted, None))
-
-
-def _resolved(
-    copier: ImageCopier,
-    references: list[Reference],
-    early: Ahead[list[ResolvedImage]] | None,
-) -> list[ResolvedImage]:
-    """Every image of ``references`` resolved, in their order: those ``early``
-    resolved already, then the rest."""
-    known = {str(image.reference): image for image in (early.result() or [])} if early else {}
-    rest = [ref for ref in references if str(ref) not in known]
-    known.update(zip(map(str, rest), copier.resolve(rest), strict=True))
-    return [known[str(ref)] for ref in references]
 
 
 def _fetch_contents(
@@ -339,7 +293,7 @@ def _fetch_image_providers(
     return fetched
 
 
-def _check_contracts(providers: list[Contracted], spec_path: Path) -> None:
+def _check_contracts(providers: list[FetchedProvider], spec_path: Path) -> None:
     """clusterctl's compatibility rule, on the connected side: a set it would refuse is
     refused here, not after it has crossed the gap (verify applies the same table)."""
     members = [

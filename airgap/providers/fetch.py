@@ -97,10 +97,9 @@ def download_release(
     )
 
 
-def release_contract(release: DownloadedRelease) -> str:
-    """The CAPI contract a downloaded release's metadata declares for its version: all
-    that the compatibility check needs, read before its components are."""
-    source, version, who = release.source, release.version, release.who
+def read_release(release: DownloadedRelease) -> FetchedProvider:
+    """Check a downloaded release's contract and list its components' images."""
+    spec, source, version, who = release.spec, release.source, release.version, release.who
     with phases.timed("providers/parse"):
         metadata_origin = f"{METADATA_FILE} of {who} {version} from {source.url}"
         metadata = parse_metadata(_read(release.metadata_path), metadata_origin)
@@ -108,22 +107,12 @@ def release_contract(release: DownloadedRelease) -> str:
             contract = metadata.contract_for(version)
         except InputError as exc:
             raise InputError(f"{who}: version {version} from {source.url}: {exc}") from None
-    if contract is None:
-        raise AirgapError(
-            f"{who} {version}: {METADATA_FILE} from {source.url} declares no contract "
-            f"for release series {_series(version)} (it lists "
-            f"{metadata.describe_series()})"
-        )
-    return contract
-
-
-def read_release(release: DownloadedRelease, contract: str | None = None) -> FetchedProvider:
-    """Check a downloaded release's contract (unless ``release_contract`` gave it) and
-    list its components' images."""
-    spec, source, version, who = release.spec, release.source, release.version, release.who
-    if contract is None:
-        contract = release_contract(release)
-    with phases.timed("providers/parse"):
+        if contract is None:
+            raise AirgapError(
+                f"{who} {version}: {METADATA_FILE} from {source.url} declares no contract "
+                f"for release series {_series(version)} (it lists "
+                f"{metadata.describe_series()})"
+            )
         components = parse_components(
             _read(release.components_path),
             f"{release.components_file} of {who} {version} from {source.url}",
