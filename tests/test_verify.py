@@ -1050,11 +1050,17 @@ def test_index_json_read_compactly_gives_the_full_parse_findings(
         members = {content.INDEX_MEMBER: data}
         present = {content.INDEX_MEMBER: len(data)}
         quick = content.check_layout(manifest, members.__getitem__, present)
+        pieces = content.check_layout(
+            manifest,
+            members.__getitem__,
+            present,
+            lambda name, data=data: (data[i : i + 7] for i in range(0, len(data), 7)),
+        )
         with monkeypatch.context() as patched:
-            patched.setattr(content, "_quick_entries", lambda data, manifest: None)
+            patched.setattr(content, "_quick_entries", lambda chunks, manifest: None)
             full = content.check_layout(manifest, members.__getitem__, present)
-        assert quick == full, variant
-    assert content._quick_entries(json.dumps(written).encode(), manifest) is not None
+        assert quick == pieces == full, variant
+    assert content._quick_entries(iter([json.dumps(written).encode()]), manifest) is not None
 
 
 def test_members_index_finds_each_listed_record_as_a_dict_would() -> None:

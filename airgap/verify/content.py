@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from airgap.verify.findings import Failure
 INDEX_MEMBER = f"{IMAGES_DIR}/index.json"
 LAYOUT_MEMBER = f"{IMAGES_DIR}/oci-layout"
 ReadMember = Callable[[str], bytes]
+ReadChunks = Callable[[str], Iterator[bytes]]
 _MALFORMED = (AirgapError, ValueError, KeyError, TypeError, AttributeError)
 
 
@@ -58,6 +59,7 @@ class _Layout:
     # is not kept (one per image of the bundle): one reached again is read again
     parsed: dict[str, Manifest | str] = field(default_factory=dict)
     needs: dict[str, int] = field(default_factory=dict)  # a delta's needs: digest -> size
+    chunks: ReadChunks | None = None
     _listed: set[str] | None = None
 
     def listed(self, member: str) -> bool:
@@ -74,12 +76,18 @@ class _Layout:
 
 
 def check_layout(
-    manifest: BundleManifest, read: ReadMember, present: Mapping[str, int]
+    manifest: BundleManifest,
+    read: ReadMember,
+    present: Mapping[str, int],
+    chunks: ReadChunks | None = None,
 ) -> list[Failure]:
     """The layout is an OCI layout; every listed image is named in index.json with the
     manifest's digest; every manifest and index reachable from index.json parses and
-    every blob it references is present with the size its descriptor says."""
+    every blob it references is present with the size its descriptor says. With
+    ``chunks`` (a member's bytes in pieces, checked at their end), index.json is read
+    a piece at a time while it is what collect writes."""
     layout = _Layout(manifest, read, present)
+    layout.chunks = chunks
     layout.needs = {need.digest: need.size for need in manifest.needs}
     failures = _check_oci_layout(layout)
     entries = _index_entries(layout)
@@ -143,10 +151,16 @@ def _index_entries(layout: _Layout) -> list[_Entry] | Failure:
     if layout.present[INDEX_MEMBER] > MAX_MANIFEST_BYTES:
         return Failure("layout", INDEX_MEMBER, "is implausibly large")
     try:
-        data = layout.read(INDEX_MEMBER)
-        quick = _quick_entries(data, layout.manifest)
-        if quick is not None:
-            return quick
+        if layout.chunks is not None:
+            quick = _quick_entries(layout.chunks(INDEX_MEMBER), layout.manifest)
+            if quick is not None:
+                return quick
+            data = layout.read(INDEX_MEMBER)
+        else:
+            data = layout.read(INDEX_MEMBER)
+            quick = _quick_entries(_pieces(data), layout.manifest)
+            if quick is not None:
+                return quick
         index = Manifest.from_bytes(data)
         if not index.is_index:
             raise AirgapError(f"it is a {index.media_type}, not an image index")
@@ -161,7 +175,12 @@ def _index_entries(layout: _Layout) -> list[_Entry] | Failure:
 _ENTRY_KEYS = ("mediaType", "digest", "size", "annotations")
 
 
-def _quick_entries(data: bytes, manifest: BundleManifest) -> list[_Entry] | None:
+def _pieces(data: bytes) -> Iterator[bytes]:
+    step = jsonsafe.STREAM_CHUNK
+    return (data[i : i + step] for i in range(0, len(data), step))
+
+
+def _quick_entries(chunks: Iterator[bytes], manifest: BundleManifest) -> list[_Entry] | None:
     """index.json's entries when it is exactly what collect writes (an index whose
     entries have these four keys, well formed), each made a compact ``_Entry`` as it
     is decoded: a 2,000-image index never exists as 2,000 dicts with their
@@ -190,8 +209,6 @@ def _quick_entries(data: bytes, manifest: BundleManifest) -> list[_Entry] | None
             digest = image.digest
         return (name, media_type, digest, size)
 
-    step = jsonsafe.STREAM_CHUNK
-    chunks = (data[i : i + step] for i in range(0, len(data), step))
     parsed = jsonsafe.loads_streamed(chunks, max_bytes=MAX_MANIFEST_BYTES, convert=entry)
     if not isinstance(parsed, dict):
         return None
