@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -107,29 +107,41 @@ class FileRecord:
 
 
 class FileIndex(Mapping[str, FileRecord]):
-    """The records of a manifest by path, keyed by ``member_key``: looked up by name
-    like ``{f.path: f for f in files}`` (a name listed twice: its last record), without
-    a path text per blob of the bundle."""
+    """The records of a manifest by path, as ``{f.path: f for f in files}`` gives them
+    (a path listed twice: its last record), without an entry per blob of the bundle:
+    only the other records are indexed (provider and content files, the layout's
+    own); a blob's name, looked up only to explain a finding, is searched for."""
 
-    __slots__ = ("_records",)
+    __slots__ = ("_files", "_named")
 
-    def __init__(self, files: Iterable[FileRecord]) -> None:
-        self._records: dict[bytes | str, FileRecord] = {r.key: r for r in files}
+    def __init__(self, files: Sequence[FileRecord]) -> None:
+        self._files = files
+        self._named: dict[bytes | str, FileRecord] = {r.key: r for r in files if not r.blob_named}
 
     def __getitem__(self, name: str) -> FileRecord:
-        try:
-            return self._records[member_key(name)]
-        except KeyError:
-            raise KeyError(name) from None
+        key = member_key(name)
+        if type(key) is bytes:  # a blob's name: the last record listed under it
+            for record in reversed(self._files):
+                if record.key == key:
+                    return record
+        elif key in self._named:
+            return self._named[key]
+        raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and member_key(name) in self._records
+        if not isinstance(name, str):
+            return False
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
 
     def __iter__(self) -> Iterator[str]:
-        return (record.path for record in self._records.values())
+        return iter(dict.fromkeys(record.path for record in self._files))
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len({record.key for record in self._files})
 
 
 def _raw_digest(sha256: str) -> bytes | None:
@@ -507,14 +519,16 @@ def _entry_converter() -> Callable[[list[tuple[str, Any]]], FileRecord | ImageRe
     writes one (these keys in this order, each of its type), its record as it is
     decoded: a 2,000-image manifest's 8,000 entries never exist as dicts, nor their
     parse beside the records. Any other object stays a dict (a malformed entry is
-    read, and refused, as before); a media type or platform is one text for all."""
+    read, and refused, as before); a media type or platform is one text for all, and a
+    size that repeats one int (``_shared_size``)."""
     shared: dict[str, str] = {}
+    sizes: dict[int, int] = {}
 
     def convert(pairs: list[tuple[str, Any]]) -> FileRecord | ImageRecord | None:
         if len(pairs) == 3:
-            return _file_entry(pairs)
+            return _file_entry(pairs, sizes)
         if len(pairs) == 5:
-            return _image_entry(pairs, shared)
+            return _image_entry(pairs, shared, sizes)
         return None
 
     return convert
@@ -524,16 +538,33 @@ _FILE_KEYS = ("path", "sha256", "size")
 _IMAGE_KEYS = ("reference", "digest", "mediaType", "platforms", "size")
 
 
-def _file_entry(pairs: list[tuple[str, Any]]) -> FileRecord | None:
+_SHARED_SIZES = 256
+
+
+def _shared_size(size: int, sizes: dict[int, int]) -> int:
+    """One int for a size that repeats (images of one shape have configs and manifests
+    of the same sizes), among the first ``_SHARED_SIZES`` sizes met: bounded, for a
+    bundle whose sizes all differ."""
+    known = sizes.get(size)
+    if known is not None:
+        return known
+    if len(sizes) < _SHARED_SIZES:
+        sizes[size] = size
+    return size
+
+
+def _file_entry(pairs: list[tuple[str, Any]], sizes: dict[int, int]) -> FileRecord | None:
     (k1, path), (k2, sha256), (k3, size) = pairs
     if (k1, k2, k3) != _FILE_KEYS or type(path) is not str or type(sha256) is not str:
         return None
     if type(size) is not int or size < 0:
         return None
-    return FileRecord(path, sha256, size)
+    return FileRecord(path, sha256, _shared_size(size, sizes))
 
 
-def _image_entry(pairs: list[tuple[str, Any]], shared: dict[str, str]) -> ImageRecord | None:
+def _image_entry(
+    pairs: list[tuple[str, Any]], shared: dict[str, str], sizes: dict[int, int]
+) -> ImageRecord | None:
     (k1, reference), (k2, digest), (k3, media_type), (k4, platforms), (k5, size) = pairs
     if (k1, k2, k3, k4, k5) != _IMAGE_KEYS or type(size) is not int or size < 0:
         return None
@@ -544,7 +575,7 @@ def _image_entry(pairs: list[tuple[str, Any]], shared: dict[str, str]) -> ImageR
     for number, platform in enumerate(platforms):
         platforms[number] = shared.setdefault(platform, platform)
     media_type = shared.setdefault(media_type, media_type)
-    return ImageRecord(reference, digest, media_type, platforms, size)
+    return ImageRecord(reference, digest, media_type, platforms, _shared_size(size, sizes))
 
 
 def _entry_json(record: FileRecord | ImageRecord) -> dict[str, Any]:
