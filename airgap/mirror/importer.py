@@ -325,8 +325,8 @@ def run_import(
             with phases.timed("import/closure"):
                 found = _scanned(files, scan)
         # nothing pushed: every tree was found complete by this run's tag HEADs, so the
-        # closure need not ask for them again; after a push it asks for itself, apart
-        # from the push's own confirmation (a check of the outputs against the target)
+        # closure need not ask for them again; after a push it asks for itself, a check
+        # of the outputs against the target independent of the push's own confirmation
         answered = None if stats.changed else pusher.confirmed
         closure = check_closure(registry, options, manifest, mappings, dict(found), answered)
     dangling = [str(item) for item in closure.dangling]
