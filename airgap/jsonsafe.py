@@ -153,6 +153,23 @@ class _Window:
                 return
             self.more()
 
+    def next_is(self, character: str) -> bool:
+        """Whether the next character past any space is ``character``, taken if so."""
+        self.skip_space()
+        if self.pos < len(self.text) and self.text[self.pos] == character:
+            self.pos += 1
+            return True
+        return False
+
+    def closed_by(self, closer: str) -> bool:
+        """After an item: True at ``closer`` (taken), False at a comma; else not plain."""
+        separator = self.take()
+        if separator == closer:
+            return True
+        if separator != ",":
+            raise _NotPlain("no separator")
+        return False
+
     def at_end(self) -> bool:
         self.skip_space()
         return self.pos == len(self.text)
@@ -186,46 +203,34 @@ def _streamed_object(window: _Window, decoder: json.JSONDecoder, max_depth: int)
     if window.take() != "{":
         raise _NotPlain("not an object")
     document: dict[str, Any] = {}
-    window.skip_space()
-    if window.pos < len(window.text) and window.text[window.pos] == "}":
-        window.pos += 1
+    if window.next_is("}"):
         return document
     while True:
         key = window.value(decoder)
         if not isinstance(key, str) or key in document or window.take() != ":":
             raise _NotPlain("not a key")
-        window.skip_space()
-        if window.pos < len(window.text) and window.text[window.pos] == "[":
-            window.pos += 1
+        if window.next_is("["):
             document[key] = _streamed_list(window, decoder, max_depth)
         else:
             value = window.value(decoder)
             if depth_exceeds(value, max_depth - 1):
                 raise _NotPlain("too deep")
             document[key] = value
-        separator = window.take()
-        if separator == "}":
+        if window.closed_by("}"):
             return document
-        if separator != ",":
-            raise _NotPlain("no separator")
 
 
 def _streamed_list(window: _Window, decoder: json.JSONDecoder, max_depth: int) -> list[Any]:
     items: list[Any] = []
-    window.skip_space()
-    if window.pos < len(window.text) and window.text[window.pos] == "]":
-        window.pos += 1
+    if window.next_is("]"):
         return items
     while True:
         item = window.value(decoder)
         if depth_exceeds(item, max_depth - 2):
             raise _NotPlain("too deep")
         items.append(item)
-        separator = window.take()
-        if separator == "]":
+        if window.closed_by("]"):
             return items
-        if separator != ",":
-            raise _NotPlain("no separator")
 
 
 def dumps_indented(document: list[tuple[str, Any]]) -> bytes:
