@@ -266,7 +266,11 @@ def test_killed_import_completes_on_rerun(
             )
         else:  # an image's manifests go once its blobs are in: the first PUT of one
             # hangs, and the one worker (--concurrency 1) sends nothing more
-            _wait_for(lambda: any(r.path.endswith("/blobs/uploads/") for r in proxy.requests))
+            _wait_for(
+                lambda: any(
+                    r.method == "PUT" and "/blobs/uploads/" in r.path for r in proxy.requests
+                )
+            )  # a blob is in: the rerun skips it
             _wait_until_quiet(lambda: len(proxy.requests))
         time.sleep(0.5)  # the next request is now hanging in the proxy
         os.kill(process.pid, signal.SIGKILL)
