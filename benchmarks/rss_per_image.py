@@ -51,7 +51,9 @@ def airgap_command(path: Path | None) -> list[str]:
         script = Path(sys.executable).parent / "airgap"
         if script.is_file():
             return [str(script)]
-    return [sys.executable, "-c", "from airgap.cli import main; main()"]
+    # -P: the current directory (the repository, whose airgap/ would shadow the other
+    # checkout on PYTHONPATH) is not put first on sys.path
+    return [sys.executable, "-P", "-c", "from airgap.cli import main; main()"]
 
 
 def measure(work: Path, counts: list[int], airgap_path: Path | None) -> dict[int, dict[str, float]]:
