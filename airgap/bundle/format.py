@@ -511,9 +511,6 @@ def _record(cls: type[_Record], item: Fields) -> _Record:
     return cls(**values)
 
 
-_FILE_KEYS = ("path", "sha256", "size")
-
-
 def _entry_converter() -> Callable[[list[tuple[str, Any]]], FileRecord | ImageRecord | None]:
     """What makes a well-formed ``files`` or ``images`` entry, exactly as collect
     writes one (these keys in this order, each of its type), its record as it is
