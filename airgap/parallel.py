@@ -90,16 +90,18 @@ def _run(
     if not jobs:
         return
     workers = max(1, min(concurrency, len(jobs)))
-    upcoming: deque[tuple[int, Callable[[], T]]] = deque(enumerate(jobs))
+    upcoming = iter(enumerate(jobs))  # taken as workers free up: nothing held per job
+    follows: deque[tuple[int, Callable[[], T]]] = deque()  # what done_with returned
     numbers = itertools.count(len(jobs))
     pending: dict[Future[T], int] = {}
     pool = ThreadPoolExecutor(max_workers=workers)
 
     def submit(count: int) -> None:
         for _ in range(count):
-            if not upcoming:
+            taken = follows.popleft() if follows else next(upcoming, None)
+            if taken is None:
                 return
-            index, job = upcoming.popleft()
+            index, job = taken
             pending[pool.submit(job)] = index
 
     try:
@@ -113,8 +115,7 @@ def _run(
                 raise error
             for future in sorted(done, key=pending.__getitem__):
                 index = pending.pop(future)
-                follow = done_with(index, future.result())
-                upcoming.extendleft((next(numbers), job) for job in reversed(follow))
+                follows.extend((next(numbers), job) for job in done_with(index, future.result()))
             submit(len(done))
     except BaseException:
         # Ctrl-C or SIGTERM (airgap.interrupt): do not wait for transfers in flight
