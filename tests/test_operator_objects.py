@@ -372,6 +372,21 @@ def test_big_compressible_components_are_gzipped_into_binary_data() -> None:
     assert yaml.safe_load(emit.dump(cm)) == cm
 
 
+def test_components_take_level_9_only_when_level_6_does_not_fit() -> None:
+    rng = random.Random(3)
+    words = ["spec", "status", "type", "object", "string", "description", "properties"]
+    lines = (
+        f"{' ' * rng.randrange(12)}{rng.choice(words)}{rng.randrange(999)}: x" for _ in range(20000)
+    )
+    data = "\n".join(lines).encode()  # schema-like text: level 9 finds more than 6
+    level6 = gzip.compress(data, compresslevel=6, mtime=0)
+    level9 = gzip.compress(data, compresslevel=9, mtime=0)
+    assert len(level9) < len(level6)  # the text tells the two levels apart
+    assert objects._compressed_to_fit(data, len(level6)) == level6
+    assert objects._compressed_to_fit(data, len(level6) - 1) == level9
+    assert gzip.decompress(objects._compressed_to_fit(data, 0)) == data  # the caller refuses it
+
+
 def test_incompressible_components_fail_pointing_to_the_oci_source() -> None:
     components = big_components(
         ProviderType.INFRASTRUCTURE,

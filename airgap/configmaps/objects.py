@@ -124,7 +124,7 @@ def configmap(provider: ProviderVersion) -> dict[str, Any]:
     if len(metadata.encode()) + len(components) <= CONFIGMAP_LIMIT:
         document["data"] = {"metadata": metadata, "components": provider.components}
         return document
-    compressed = gzip.compress(components, compresslevel=9, mtime=0)
+    compressed = _compressed_to_fit(components, CONFIGMAP_LIMIT - len(metadata.encode()))
     if len(metadata.encode()) + len(compressed) > CONFIGMAP_LIMIT:
         raise ConfigMapTooLargeError(
             f"{provider.type.kind} {provider.name} {provider.version}: components are "
@@ -135,6 +135,16 @@ def configmap(provider: ProviderVersion) -> dict[str, Any]:
     document["data"] = {"metadata": metadata}
     document["binaryData"] = {"components": base64.b64encode(compressed).decode()}
     return document
+
+
+def _compressed_to_fit(data: bytes, room: int) -> bytes:
+    """gzip at level 6 (gzip's default), and at 9 only if that does not fit in ``room``:
+    on a 1.2 MB core-components level 9 takes 70 ms for 1.4% less than level 6's 26 ms,
+    and every import and configmaps run builds it."""
+    compressed = gzip.compress(data, compresslevel=6, mtime=0)
+    if len(compressed) <= room:
+        return compressed
+    return gzip.compress(data, compresslevel=9, mtime=0)
 
 
 def provider_cr(

@@ -181,10 +181,12 @@ def _tar(directories: Sequence[str], files: dict[str, bytes]) -> bytes:
 
 
 def _gzip(data: bytes) -> bytes:
-    """Level 6 (gzip's default): on a 1.2 MB components file it is 2.6x faster than
-    level 9 for a layer 1.4% larger, and every import builds one per provider."""
+    """Level 1, go-containerregistry's default for the layers it compresses
+    (``gzip.BestSpeed``): every import builds one layer per provider, for a registry
+    next to it. On the five realistic providers' 3.4 MB of components it takes 22 ms
+    against level 6's 74 ms, for layers 26% larger (654 against 519 KB)."""
     buffer = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=6) as gz:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=1) as gz:
         gz.write(data)
     return buffer.getvalue()
 
