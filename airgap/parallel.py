@@ -44,6 +44,31 @@ class Ahead(Generic[T]):
         return self._value
 
 
+class ByteBudget:
+    """At most ``total`` bytes of work held at once across threads: ``hold(n)`` waits
+    until ``n`` more fit. Work larger than the whole budget runs alone, never forever
+    waiting, so a budget bounds memory without refusing anything."""
+
+    def __init__(self, total: int) -> None:
+        self._total = total
+        self._free = total
+        self._changed = threading.Condition()
+
+    def hold(self, size: int) -> Callable[[], None]:
+        """Wait until ``size`` bytes fit; the returned call gives them back."""
+        share = min(size, self._total)
+        with self._changed:
+            self._changed.wait_for(lambda: self._free >= share)
+            self._free -= share
+
+        def release() -> None:
+            with self._changed:
+                self._free += share
+                self._changed.notify_all()
+
+        return release
+
+
 def run_parallel(jobs: Sequence[Callable[[], T]], concurrency: int) -> list[T]:
     """Results in job order; the first failure stops what has not started and is raised.
 

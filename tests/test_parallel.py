@@ -1,5 +1,6 @@
-"""``airgap.parallel``: results in job order, the first failure stops the rest, and
-work that other work unlocks runs before what has not started yet."""
+"""``airgap.parallel``: results in job order, the first failure stops the rest, work
+that other work unlocks runs before what has not started yet, and a byte budget holds
+work back until it fits."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from airgap.parallel import run_parallel, run_unlocking
+from airgap.parallel import ByteBudget, run_parallel, run_unlocking
 
 
 def test_results_come_in_job_order_whatever_order_jobs_end_in() -> None:
@@ -79,3 +80,37 @@ def test_a_failing_unlocked_job_stops_the_rest() -> None:
 def test_no_jobs_is_nothing_to_do() -> None:
     assert run_parallel([], 4) == []
     run_unlocking([], 4, lambda index: pytest.fail("nothing to unlock"))
+
+
+def test_a_byte_budget_holds_work_back_until_its_bytes_fit() -> None:
+    budget = ByteBudget(100)
+    release_first = budget.hold(60)
+    release_small = budget.hold(40)  # fits beside the first
+    got: list[str] = []
+
+    def second() -> None:
+        budget.hold(60)()
+        got.append("second")
+
+    waiting = threading.Thread(target=second)
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive() and got == []  # 60 more do not fit while 100 are held
+    release_small()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # 40 freed: still not 60
+    release_first()
+    waiting.join(5)
+    assert got == ["second"]
+
+
+def test_work_larger_than_the_whole_budget_runs_alone() -> None:
+    budget = ByteBudget(100)
+    release_huge = budget.hold(10**9)  # never waits forever: it takes the whole budget
+    done = threading.Event()
+    waiting = threading.Thread(target=lambda: (budget.hold(1)(), done.set()))
+    waiting.start()
+    assert not done.wait(0.2)  # nothing else runs beside it
+    release_huge()
+    assert done.wait(5)
+    waiting.join(5)

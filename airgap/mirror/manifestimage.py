@@ -32,7 +32,7 @@ from airgap.errors import AirgapError
 from airgap.mirror.mapping import Target
 from airgap.mirror.outputs import RewrittenProvider
 from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
-from airgap.parallel import run_parallel
+from airgap.parallel import ByteBudget, run_parallel
 from airgap.registry.client import Registry
 
 MANIFESTS_ROOT = "capi-operator-manifests"
@@ -42,7 +42,11 @@ COMPONENTS_FILE = "openshift/capi-components.yaml"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 MAX_COMPONENTS = 32  # a ClusterAPI revision's components (MaxItems)
-PUBLISH_CONCURRENCY = 4  # providers built and pushed at once
+# providers built and pushed at once: each push is ~9 requests, one after the other,
+# that wait on the registry; as many as there are providers, up to 8, with at most
+# PUBLISH_BYTES of components (the image's tar and layer built from them) in memory
+PUBLISH_CONCURRENCY = 8
+PUBLISH_BYTES = 32 * 1024 * 1024
 # ImageDigestFormat's two CEL rules, as one expression
 _REF_RE = re.compile(
     r"(?:[a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(?::[0-9]{2,5})?/(?:[a-zA-Z0-9-_]{0,61}/)?"
@@ -256,10 +260,15 @@ def publish_all(
     """A manifests image for every provider, from the components import rewrote; built
     and pushed side by side (zlib and sha256 let go of the GIL, and each push waits on
     the registry), in provider order."""
+    budget = ByteBudget(PUBLISH_BYTES)
 
     def one(provider: RewrittenProvider) -> Published:
-        image = build_image(provider.components, metadata_yaml(provider.record))
-        return publish(registry, target, provider.record, image)
+        release = budget.hold(len(provider.components))
+        try:
+            image = build_image(provider.components, metadata_yaml(provider.record))
+            return publish(registry, target, provider.record, image)
+        finally:
+            release()
 
     return run_parallel([partial(one, p) for p in providers], PUBLISH_CONCURRENCY)
 
