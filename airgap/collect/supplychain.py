@@ -10,11 +10,15 @@ verify can run the same keyless check offline without being given them again.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from airgap.bundle.format import BundleManifest, TrustRecord, blob_member
 from airgap.collect.images import ResolvedImage
 from airgap.errors import AirgapError
 from airgap.verify.artifacts import TRUST_FILES
-from airgap.verify.policy import Policy, evaluate
+
+if TYPE_CHECKING:
+    from airgap.verify.policy import Policy
 
 
 def trust_material(policy: Policy | None) -> list[tuple[TrustRecord, bytes]]:
@@ -39,6 +43,8 @@ def check_before_signing(
     what failed, so nothing is signed or written."""
     if policy is None:
         return
+    from airgap.verify.policy import evaluate  # loaded with the policy (collector.collect)
+
     members = {record.path: data for record, data in trust}
     for image in images:
         for digest, data in image.inline_blobs().items():
