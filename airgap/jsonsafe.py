@@ -14,7 +14,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from airgap.errors import AirgapError
 from airgap.limits import MAX_JSON_DEPTH, describe_size
@@ -242,6 +242,14 @@ def dumps_indented(document: list[tuple[str, Any]]) -> bytes:
     inside a string, so a nested value is its own ``indent=2`` dump with every line
     indented to its depth."""
     out = io.BytesIO()
+    dump_indented(document, out)
+    return out.getvalue()
+
+
+def dump_indented(document: list[tuple[str, Any]], out: BinaryIO) -> None:
+    """``dumps_indented(document)`` written to ``out`` a piece at a time: collect
+    writes a 2,000-image ``index.json`` (~0.6 MB) to its staging directory this way,
+    never holding its text."""
     out.write(b"{")
     for number, (key, value) in enumerate(document):
         out.write(b",\n  " if number else b"\n  ")
@@ -256,7 +264,6 @@ def dumps_indented(document: list[tuple[str, Any]]) -> bytes:
             empty = False
         out.write(b"[]" if empty else b"\n  ]")
     out.write(b"\n}\n")
-    return out.getvalue()
 
 
 def _nested_dump(value: Any, depth: int) -> bytes:

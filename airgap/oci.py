@@ -64,7 +64,7 @@ class Descriptor:
         return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A manifest or index: its exact bytes, media type and digest."""
 

@@ -26,7 +26,7 @@ _HOST_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Reference:
     """A normalised image reference: ``registry/repository[:tag][@digest]``."""
 

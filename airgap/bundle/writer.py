@@ -115,12 +115,15 @@ def _as_sink(target: int | Sink, size: int) -> Sink:
 
 @dataclass(frozen=True, slots=True)
 class PlannedMember:
-    """A member to write: from ``data``, from ``path``, or (neither) filled in later."""
+    """A member to write: from ``data``, from ``path`` (its ``size`` bytes from
+    ``offset``: collect spills small blobs into one staging file), or (neither) filled
+    in later."""
 
     name: str
     size: int
     data: bytes | None = None
     path: Path | None = None
+    offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,26 +205,55 @@ class TarPlan:
         the end."""
         sink = _as_sink(target, self.total_size)
         sink.allocate()
-        for offset, member in self.members:
-            header = _header(member.name, member.size, self.mtime)
-            if len(header) != _header_length(member.name, member.size, self.mtime):
-                raise RuntimeError(f"{member.name}: its tar header is not the planned size")
-            sink.pwrite(header, offset - len(header))
-            if member.data is not None:
-                sink.pwrite(member.data, offset)
-            elif member.path is not None:
-                _copy_into(sink, member.path, offset, member.size)
-        sink.pwrite(END_OF_ARCHIVE, self.total_size - len(END_OF_ARCHIVE))
+        with _Sources() as sources:
+            for offset, member in self.members:
+                header = _header(member.name, member.size, self.mtime)
+                if len(header) != _header_length(member.name, member.size, self.mtime):
+                    raise RuntimeError(f"{member.name}: its tar header is not the planned size")
+                sink.pwrite(header, offset - len(header))
+                if member.data is not None:
+                    sink.pwrite(member.data, offset)
+                elif member.path is not None:
+                    source = sources.open(member.path)
+                    _copy_into(sink, source, member.path, offset, member.size, member.offset)
+            sink.pwrite(END_OF_ARCHIVE, self.total_size - len(END_OF_ARCHIVE))
 
 
-def _copy_into(sink: Sink, path: Path, offset: int, size: int) -> None:
-    """Copy ``size`` bytes of ``path`` to ``offset`` of the bundle, in-kernel where
-    possible (per part, when the bytes cross into the next one)."""
-    with path.open("rb") as source:
-        done = 0
-        for fd, position, length in sink.spans(offset, size):
-            with sink.naming(fd):
-                done = _copy_span(source, fd, done, position, length, path)
+class _Sources(contextlib.AbstractContextManager["_Sources"]):
+    """The file members are copied from, open while one path follows another: the
+    thousands of small blobs collect spilled into one file are read through one
+    descriptor, not one ``open`` each."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._handle: BinaryIO | None = None
+
+    def open(self, path: Path) -> BinaryIO:
+        if self._handle is None or path != self._path:
+            self.close()
+            self._handle = path.open("rb")
+            self._path = path
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = self._path = None
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _copy_into(
+    sink: Sink, source: BinaryIO, path: Path, offset: int, size: int, start: int = 0
+) -> None:
+    """Copy ``size`` bytes of ``source`` (``path``), from ``start``, to ``offset`` of
+    the bundle, in-kernel where possible (per part, when the bytes cross into the next
+    one)."""
+    done = start
+    for fd, position, length in sink.spans(offset, size):
+        with sink.naming(fd):
+            done = _copy_span(source, fd, done, position, length, path)
 
 
 def _copy_span(source: BinaryIO, fd: int, done: int, position: int, length: int, path: Path) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -52,7 +53,7 @@ from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, 
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
-from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, index_json
+from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, write_index_json
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.parallel import run_parallel
 from airgap.progress import QUIET, Progress
@@ -145,7 +146,8 @@ def collect(
                 images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
             relied = _relied(images, holdings)
-            members = _members(providers, contents, images, staging, relied)
+            spill = staging / SPILLED_BLOBS
+            members = _members(providers, contents, images, staging, relied, spill)
             trust = trust_material(rules)
             members += [PlannedMember(record.path, len(data), data=data) for record, data in trust]
             manifest = BundleManifest(
@@ -153,7 +155,7 @@ def collect(
                 tool_version=__version__,
                 providers=[_provider_record(p, staging) for p in providers],
                 images=[_image_record(i, relied) for i in images],
-                files=[_file_record(m) for m in members],
+                files=_file_records(members, spill),
                 contents=[_content_record(c, staging) for c in contents],
                 artifacts=[record for i in images for record in i.artifact_records()],
                 trust=[record for record, _ in trust],
@@ -433,39 +435,71 @@ def _delta_record(
     return DeltaRecord(needs, base=holdings.base, have_list=holdings.have_list)
 
 
+# In the staging directory, beside the provider and content files (whose names never
+# start with a dot): the layout's index.json, and the small blobs already in memory
+# (image manifests and configs, attached artifacts' manifests), one after another
+STAGED_INDEX = ".index.json"
+SPILLED_BLOBS = ".inline-blobs"
+
+
 def _members(
     providers: list[FetchedProvider],
     contents: list[FetchedContent],
     images: list[ResolvedImage],
     staging: Path,
     relied: set[str],
+    spill: Path,
 ) -> list[PlannedMember]:
     """Every member but the manifest and signature, in tar order: provider files,
-    content files, the layout's metadata, then blobs by digest (in memory, or left to
-    be downloaded), but for those a delta relies on. ``index.json`` names every image,
-    carried or not."""
+    content files, the layout's metadata, then blobs by digest (spilled into ``spill``
+    from memory, or left to be downloaded), but for those a delta relies on.
+    ``index.json`` names every image, carried or not. What is written to staging
+    files here is not held until the tar is laid out: ~1 KB an image, issue 12."""
     paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
     paths += [path for content in contents for path in content.files]
     members = [PlannedMember(_relative(p, staging), p.stat().st_size, path=p) for p in paths]
-    entries = [(str(i.reference), i.top.descriptor()) for i in images]
-    for name, data in ((OCI_LAYOUT_FILE, OCI_LAYOUT_CONTENT), (INDEX_FILE, index_json(entries))):
-        members.append(PlannedMember(f"{IMAGES_DIR}/{name}", len(data), data=data))
-    inline: dict[str, bytes] = {}
+    layout = OCI_LAYOUT_CONTENT
+    members.append(PlannedMember(f"{IMAGES_DIR}/{OCI_LAYOUT_FILE}", len(layout), data=layout))
+    index = staging / STAGED_INDEX
+    with index.open("wb") as out:
+        write_index_json(((str(i.reference), i.top.descriptor()) for i in images), out)
+    members.append(PlannedMember(f"{IMAGES_DIR}/{INDEX_FILE}", index.stat().st_size, path=index))
+    spilled: dict[str, tuple[int, int]] = {}  # digest -> (offset, size) in ``spill``
     sizes: dict[str, int] = {}
-    for image in images:
-        inline.update(image.inline_blobs())
-        sizes.update({b.digest: b.size for b in image.blobs()})
-    sizes.update({digest: len(data) for digest, data in inline.items()})
-    for digest in sorted(sizes.keys() - relied):
-        members.append(PlannedMember(blob_member(digest), sizes[digest], data=inline.get(digest)))
+    with spill.open("wb") as out:
+        for image in images:
+            for digest, data in image.inline_blobs().items():
+                if digest not in spilled and digest not in relied:
+                    spilled[digest] = (out.tell(), len(data))
+                    out.write(data)
+            sizes.update({b.digest: b.size for b in image.blobs()})
+    for digest in sorted((sizes.keys() | spilled.keys()) - relied):
+        place = spilled.get(digest)
+        if place is None:
+            members.append(PlannedMember(blob_member(digest), sizes[digest]))
+        else:
+            offset, size = place
+            members.append(PlannedMember(blob_member(digest), size, path=spill, offset=offset))
     return members
 
 
-def _file_record(member: PlannedMember) -> FileRecord:
-    """A member's sha256: hashed if it is a file or in memory; for a blob still to be
-    downloaded, its digest (the download is checked against it while streaming)."""
+def _file_records(members: list[PlannedMember], spill: Path) -> list[FileRecord]:
+    """Every member's record; the spilled blobs are read back through one descriptor."""
+    with spill.open("rb") as spilled:
+        return [_file_record(m, spilled if m.path is spill else None) for m in members]
+
+
+def _file_record(member: PlannedMember, spilled: BinaryIO | None = None) -> FileRecord:
+    """A member's sha256: hashed if it is a file or in memory (``spilled``: its bytes
+    at its offset of that file); for a blob still to be downloaded, its digest (the
+    download is checked against it while streaming)."""
     if member.data is not None:
         return FileRecord(member.name, hashlib.sha256(member.data).hexdigest(), member.size)
+    if spilled is not None:
+        data = os.pread(spilled.fileno(), member.size, member.offset)
+        if len(data) != member.size:
+            raise AirgapError(f"{member.path}: shorter than the blobs written into it")
+        return FileRecord(member.name, hashlib.sha256(data).hexdigest(), member.size)
     if member.path is not None:
         with member.path.open("rb") as handle:
             digest = hashlib.file_digest(handle, "sha256").hexdigest()

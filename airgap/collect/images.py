@@ -29,7 +29,7 @@ UNKNOWN_PLATFORM = "unknown/unknown"  # buildx attestation manifests
 PINNED = "pinned by digest"  # why an index was kept whole despite ``platforms:``
 
 
-@dataclass
+@dataclass(slots=True)
 class ResolvedImage:
     """An image's manifest tree as it will be stored, and where to pull its blobs."""
 
