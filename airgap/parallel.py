@@ -44,6 +44,27 @@ class Ahead(Generic[T]):
         return self._value
 
 
+class Started(Generic[T]):
+    """Jobs started on a pool at once, their results taken one by one as the caller
+    gets to them (``result(index)`` waits for that job, re-raising its error): the
+    caller works on each result while the later jobs still run. Leaving the ``with``
+    block drops the jobs not yet started and waits for the running ones."""
+
+    def __init__(self, jobs: Sequence[Callable[[], T]], concurrency: int) -> None:
+        workers = max(1, min(concurrency, len(jobs)))
+        self._pool = ThreadPoolExecutor(max_workers=workers)
+        self._futures = [self._pool.submit(job) for job in jobs]
+
+    def result(self, index: int) -> T:
+        return self._futures[index].result()
+
+    def __enter__(self) -> Started[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 class ByteBudget:
     """At most ``total`` bytes of work held at once across threads: ``hold(n)`` waits
     until ``n`` more fit. Work larger than the whole budget runs alone, never forever

@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from airgap.parallel import ByteBudget, run_parallel, run_unlocking
+from airgap.parallel import ByteBudget, Started, run_parallel, run_unlocking
 
 
 def test_results_come_in_job_order_whatever_order_jobs_end_in() -> None:
@@ -114,3 +114,44 @@ def test_work_larger_than_the_whole_budget_runs_alone() -> None:
     release_huge()
     assert done.wait(5)
     waiting.join(5)
+
+
+def test_started_jobs_run_while_the_caller_works_on_earlier_results() -> None:
+    second_ran = threading.Event()
+
+    def first() -> str:
+        return "first"
+
+    def second() -> str:
+        second_ran.set()
+        return "second"
+
+    with Started([first, second], 2) as started:
+        assert started.result(0) == "first"
+        # the caller's work on the first result: the second job is already under way
+        assert second_ran.wait(5)
+        assert started.result(1) == "second"
+
+
+def test_a_started_jobs_error_comes_with_its_result_and_nothing_runs_on_after() -> None:
+    release = threading.Event()
+    began: list[int] = []
+    ended: list[int] = []
+
+    def job(index: int) -> int:
+        began.append(index)
+        if index == 0:
+            assert release.wait(5)
+            raise ValueError("job 0 failed")
+        ended.append(index)
+        return index
+
+    with (
+        pytest.raises(ValueError, match="job 0 failed"),
+        Started([partial(job, i) for i in range(50)], 2) as started,
+    ):
+        release.set()
+        started.result(0)
+    settled = (list(began), list(ended))
+    assert len(settled[0]) == len(settled[1]) + 1  # every job begun has ended but job 0
+    assert (began, ended) == settled  # and none begins after the block is left

@@ -55,7 +55,7 @@ from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
 from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, write_index_json
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
-from airgap.parallel import run_parallel
+from airgap.parallel import Started
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import (
@@ -234,15 +234,17 @@ def _fetch_providers(
             done.append((index, download_release(provider, staging, client)))
         return done
 
-    with phases.timed("providers/fetch"):
-        downloaded = run_parallel([partial(download, g) for g in groups.values()], 8)
-    releases = dict(pair for group in downloaded for pair in group)
+    group_of = {index: number for number, group in enumerate(groups.values()) for index in group}
     fetched: dict[tuple[str, str, str], FetchedProvider] = {}
-    for index in range(len(spec.providers)):
-        release = releases[index]
-        key = (release.spec.type.kind, release.spec.name, release.version)
-        if key not in fetched:
-            fetched[key] = read_release(release)
+    # each release is read (its components parsed) as soon as it is in, in spec order,
+    # while the later ones still download: "providers/fetch" is the wait for them
+    with Started([partial(download, group) for group in groups.values()], 8) as downloads:
+        for index in range(len(spec.providers)):
+            with phases.timed("providers/fetch"):
+                release = dict(downloads.result(group_of[index]))[index]
+            key = (release.spec.type.kind, release.spec.name, release.version)
+            if key not in fetched:
+                fetched[key] = read_release(release)
     return list(fetched.values())
 
 
