@@ -22,7 +22,8 @@ import hashlib
 import itertools
 import os
 import tarfile
-from collections.abc import Callable, Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,33 +163,45 @@ def _padding(size: int) -> int:
 @dataclass(frozen=True)
 class TarPlan:
     """Offsets for the whole archive, manifest and signature first (headers are built
-    as they are written)."""
+    as they are written). The members are kept as given, which may be a collection
+    making each member when it is iterated (collect's blobs: ``PlannedMembers``), and
+    their data offsets in one array: no tuple, int or member held per blob."""
 
-    members: list[tuple[int, PlannedMember]]  # (data offset, member)
+    parts: list[Iterable[PlannedMember]]  # [manifest and signature], the rest; [] once spent
+    offsets: array[int]  # each member's data offset, in order
     total_size: int
     mtime: int
 
     @classmethod
     def build(
-        cls, manifest: bytes, signature: bytes, members: Sequence[PlannedMember], mtime: int
+        cls, manifest: bytes, signature: bytes, members: Iterable[PlannedMember], mtime: int
     ) -> TarPlan:
-        ordered = [
+        """``members`` is iterated again to write them: a collection, not an iterator."""
+        head = [
             PlannedMember(MANIFEST_NAME, len(manifest), data=manifest),
             PlannedMember(SIGNATURE_NAME, len(signature), data=signature),
-            *members,
         ]
-        placed = []
+        offsets = array("q")
         offset = 0
-        for member in ordered:
+        for member in itertools.chain(head, members):
             offset += _header_length(member.name, member.size, mtime)
-            placed.append((offset, member))
+            offsets.append(offset)
             offset += member.size + _padding(member.size)
-        return cls(placed, offset + len(END_OF_ARCHIVE), mtime)
+        return cls([head, members], offsets, offset + len(END_OF_ARCHIVE), mtime)
+
+    @property
+    def members(self) -> Iterator[tuple[int, PlannedMember]]:
+        """``(data offset, member)`` of each member, in tar order (none once spent)."""
+        return zip(self.offsets, itertools.chain.from_iterable(self.parts), strict=False)
+
+    def spend(self) -> None:
+        """Let go of the members (the manifest's bytes, whatever the rest holds)."""
+        self.parts.clear()
 
     def manifest(self) -> bytes:
         """The bundle manifest's bytes: the first member, until the plan is spent."""
-        _, member = self.members[0]
-        if member.name != MANIFEST_NAME or member.data is None:
+        member = next((m for _, m in self.members), None)
+        if member is None or member.name != MANIFEST_NAME or member.data is None:
             raise RuntimeError("the tar plan does not start with the bundle manifest")
         return member.data
 
@@ -333,7 +346,7 @@ def _lay_out(plan: TarPlan, sink: Sink) -> list[Region]:
     file now and need not be held while the blobs download."""
     plan.write_skeleton(sink)
     regions = plan.regions()
-    plan.members.clear()
+    plan.spend()
     return regions
 
 

@@ -9,7 +9,6 @@ output file, each byte written once. The bundle appears at its path only when co
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -18,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -29,12 +27,10 @@ from airgap.bundle.format import (
     BundleManifest,
     ContentRecord,
     DeltaRecord,
-    FileRecord,
     ImageRecord,
     NeedRecord,
     ProviderImageRecord,
     ProviderRecord,
-    blob_member,
 )
 from airgap.bundle.writer import (
     PlannedMember,
@@ -47,13 +43,14 @@ from airgap.bundle.writer import (
 )
 from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
+from airgap.collect.members import Members, digest_of, plan_members, relative
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
-from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, write_index_json
+from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.parallel import Started
 from airgap.progress import QUIET, Progress
@@ -69,6 +66,7 @@ from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
+from airgap.verify.policy import load_policy
 
 
 @dataclass(frozen=True)
@@ -103,13 +101,7 @@ def collect(
 ) -> CollectResult:
     started = time.monotonic()
     spec = load_spec(spec_path)
-    rules = None
-    if policy is not None:  # its errors before any fetch
-        # the policy code (cosign's X.509 chains among it) loads only for --policy:
-        # ~25 ms of every other collect's start-up
-        from airgap.verify.policy import load_policy
-
-        rules = load_policy(policy)
+    rules = load_policy(policy) if policy is not None else None  # its errors before any fetch
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
     output = output.absolute()
     check_output(output, overwrite=overwrite)
@@ -146,23 +138,22 @@ def collect(
                 images = copier.resolve(_image_references(spec, providers, contents))
             created = created_timestamp()
             relied = _relied(images, holdings)
-            spill = staging / SPILLED_BLOBS
-            members = _members(providers, contents, images, staging, relied, spill)
+            members = plan_members(providers, contents, images, staging, relied)
             trust = trust_material(rules)
-            members += [PlannedMember(record.path, len(data), data=data) for record, data in trust]
+            members.tail += [PlannedMember(r.path, len(data), data=data) for r, data in trust]
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
                 providers=[_provider_record(p, staging) for p in providers],
                 images=[_image_record(i, relied) for i in images],
-                files=_file_records(members, spill),
+                files=members.records(),
                 contents=[_content_record(c, staging) for c in contents],
                 artifacts=[record for i in images for record in i.artifact_records()],
                 trust=[record for record, _ in trust],
                 delta=_delta_record(images, relied, holdings),
             )
             check_before_signing(rules, manifest, images, trust)
-            deferred = {_digest_of(m.name) for m in members if m.data is None and m.path is None}
+            deferred = members.deferred()
             jobs = copier.blob_jobs(images, deferred)
             # From here the jobs hold what is downloaded and the plan what is written
             # inline: the images (~1.5 KiB each) are let go before the manifest's text
@@ -173,7 +164,7 @@ def collect(
             del members
 
             def fill(sink: Sink, regions: list[Region]) -> None:
-                copier.download(jobs, {_digest_of(r.name): r for r in regions}, sink)
+                copier.download(jobs, {digest_of(r.name): r for r in regions}, sink)
 
             with phases.timed("images/download"):  # and the bundle written around them
                 if part_size is None:
@@ -190,7 +181,7 @@ def collect(
 def _signed_plan(
     key: Ed25519PrivateKey,
     manifest: BundleManifest,
-    members: list[PlannedMember],
+    members: Members,
     created: datetime,
 ) -> TarPlan:
     """The tar plan with the manifest's bytes and their signature first (the bytes are
@@ -336,10 +327,6 @@ def _image_references(
     return list(seen.values())
 
 
-def _relative(path: Path, staging: Path) -> str:
-    return path.relative_to(staging).as_posix()
-
-
 def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord:
     return ProviderRecord(
         name=provider.name,
@@ -348,8 +335,8 @@ def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord
         contract=provider.contract,
         label=provider.label,
         source=provider.source,
-        metadata=_relative(provider.metadata_path, staging),
-        components=_relative(provider.components_path, staging),
+        metadata=relative(provider.metadata_path, staging),
+        components=relative(provider.components_path, staging),
         images=[str(parse_reference(image)) for image in provider.images],
         image=_provider_image_record(provider),
     )
@@ -385,7 +372,7 @@ def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
         name=content.name,
         version=content.version,
         source=content.source,
-        files=[_relative(path, staging) for path in content.files],
+        files=[relative(path, staging) for path in content.files],
         images=[str(parse_reference(image)) for image in content.images],
         warnings=[_one_line(w) for w in content.unresolved[:MAX_CONTENT_WARNINGS]],
         provenance=list(content.provenance),
@@ -437,85 +424,7 @@ def _delta_record(
     return DeltaRecord(needs, base=holdings.base, have_list=holdings.have_list)
 
 
-# In the staging directory, beside the provider and content files (whose names never
-# start with a dot): the layout's index.json, and the small blobs already in memory
-# (image manifests and configs, attached artifacts' manifests), one after another
-STAGED_INDEX = ".index.json"
-SPILLED_BLOBS = ".inline-blobs"
-
-
-def _members(
-    providers: list[FetchedProvider],
-    contents: list[FetchedContent],
-    images: list[ResolvedImage],
-    staging: Path,
-    relied: set[str],
-    spill: Path,
-) -> list[PlannedMember]:
-    """Every member but the manifest and signature, in tar order: provider files,
-    content files, the layout's metadata, then blobs by digest (spilled into ``spill``
-    from memory, or left to be downloaded), but for those a delta relies on.
-    ``index.json`` names every image, carried or not. What is written to staging
-    files here is not held until the tar is laid out: ~1 KB an image, issue 12."""
-    paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
-    paths += [path for content in contents for path in content.files]
-    members = [PlannedMember(_relative(p, staging), p.stat().st_size, path=p) for p in paths]
-    layout = OCI_LAYOUT_CONTENT
-    members.append(PlannedMember(f"{IMAGES_DIR}/{OCI_LAYOUT_FILE}", len(layout), data=layout))
-    index = staging / STAGED_INDEX
-    with index.open("wb") as out:
-        write_index_json(((str(i.reference), i.top.descriptor()) for i in images), out)
-    members.append(PlannedMember(f"{IMAGES_DIR}/{INDEX_FILE}", index.stat().st_size, path=index))
-    spilled: dict[str, tuple[int, int]] = {}  # digest -> (offset, size) in ``spill``
-    sizes: dict[str, int] = {}
-    with spill.open("wb") as out:
-        for image in images:
-            for digest, data in image.inline_blobs().items():
-                if digest not in spilled and digest not in relied:
-                    spilled[digest] = (out.tell(), len(data))
-                    out.write(data)
-            sizes.update({b.digest: b.size for b in image.blobs()})
-    for digest in sorted((sizes.keys() | spilled.keys()) - relied):
-        place = spilled.get(digest)
-        if place is None:
-            members.append(PlannedMember(blob_member(digest), sizes[digest]))
-        else:
-            offset, size = place
-            members.append(PlannedMember(blob_member(digest), size, path=spill, offset=offset))
-    return members
-
-
-def _file_records(members: list[PlannedMember], spill: Path) -> list[FileRecord]:
-    """Every member's record; the spilled blobs are read back through one descriptor."""
-    with spill.open("rb") as spilled:
-        return [_file_record(m, spilled if m.path is spill else None) for m in members]
-
-
-def _file_record(member: PlannedMember, spilled: BinaryIO | None = None) -> FileRecord:
-    """A member's sha256: hashed if it is a file or in memory (``spilled``: its bytes
-    at its offset of that file); for a blob still to be downloaded, its digest (the
-    download is checked against it while streaming)."""
-    if member.data is not None:
-        return FileRecord(member.name, hashlib.sha256(member.data).hexdigest(), member.size)
-    if spilled is not None:
-        data = os.pread(spilled.fileno(), member.size, member.offset)
-        if len(data) != member.size:
-            raise AirgapError(f"{member.path}: shorter than the blobs written into it")
-        return FileRecord(member.name, hashlib.sha256(data).hexdigest(), member.size)
-    if member.path is not None:
-        with member.path.open("rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
-        return FileRecord(member.name, digest, member.size)
-    return FileRecord(member.name, _digest_of(member.name).split(":", 1)[1], member.size)
-
-
-def _digest_of(member_name: str) -> str:
-    """``images/blobs/sha256/HEX`` -> ``sha256:HEX``."""
-    algorithm, hexpart = member_name.rsplit("/", 2)[-2:]
-    return f"{algorithm}:{hexpart}"
-
-
-def _refuse_what_verify_would(manifest: bytes, members: list[PlannedMember]) -> None:
+def _refuse_what_verify_would(manifest: bytes, members: Members) -> None:
     """Collect never signs a bundle verify would refuse: the caps verify applies to what
     collect writes itself, checked with the same constants before signing. (Image
     manifests and metadata.yaml already met them when they were fetched.)"""
@@ -524,7 +433,7 @@ def _refuse_what_verify_would(manifest: bytes, members: list[PlannedMember]) -> 
             f"the bundle manifest would be {len(manifest)} bytes, over the "
             f"{describe_size(MAX_BUNDLE_MANIFEST_BYTES)} verify accepts: collect fewer images"
         )
-    for member in members:
+    for member in members.head:
         if member.name == f"{IMAGES_DIR}/{INDEX_FILE}" and member.size > MAX_MANIFEST_BYTES:
             raise AirgapError(
                 f"{member.name} would be {member.size} bytes, over the "
