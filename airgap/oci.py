@@ -25,6 +25,7 @@ DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
 IMAGE_MANIFEST_TYPES = frozenset({OCI_MANIFEST, DOCKER_MANIFEST})
 MANIFEST_TYPES = INDEX_TYPES | IMAGE_MANIFEST_TYPES
+_MANIFEST_TYPE = {kind: kind for kind in MANIFEST_TYPES}
 MANIFEST_ACCEPT = ", ".join([OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST])
 
 REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name"
@@ -82,6 +83,8 @@ class Manifest:
         kind = kind.split(";")[0].strip()
         if kind not in MANIFEST_TYPES:
             raise AirgapError(f"unsupported manifest media type {kind!r}")
+        # the constant, not the parsed text: one string for all (collect holds 2,000)
+        kind = _MANIFEST_TYPE[kind]
         return cls(data=data, media_type=kind, digest=sha256_digest(data))
 
     @property

@@ -8,6 +8,7 @@ one canonical form: ``docker.io/library/nginx:latest``.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, replace
 
 from airgap.errors import InputError
@@ -109,6 +110,10 @@ def parse_reference(text: str) -> Reference:
         raise InputError(f"invalid repository name in image reference {original!r}")
     if tag is None and digest is None:
         tag = DEFAULT_TAG
+    # one string for a registry or tag that repeats (2,000 images from one registry,
+    # one tag: collect holds every reference to the end)
+    registry = sys.intern(registry)
+    tag = sys.intern(tag) if tag is not None else None
     return Reference(registry=registry, repository=rest, tag=tag, digest=digest)
 
 

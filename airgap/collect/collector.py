@@ -145,7 +145,7 @@ def collect(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 tool_version=__version__,
                 providers=[_provider_record(p, staging) for p in providers],
-                images=[_image_record(i, relied) for i in images],
+                images=_image_records(images, relied),
                 files=members.records(),
                 contents=[_content_record(c, staging) for c in contents],
                 artifacts=[record for i in images for record in i.artifact_records()],
@@ -379,12 +379,18 @@ def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
     )
 
 
-def _image_record(image: ResolvedImage, relied: set[str]) -> ImageRecord:
+def _image_records(images: list[ResolvedImage], relied: set[str]) -> list[ImageRecord]:
+    """One record per image; a platform is one string for all records that name it."""
+    shared: dict[str, str] = {}
+    return [_image_record(image, relied, shared) for image in images]
+
+
+def _image_record(image: ResolvedImage, relied: set[str], shared: dict[str, str]) -> ImageRecord:
     return ImageRecord(
         reference=str(image.reference),
         digest=image.top.digest,
         media_type=image.top.media_type,
-        platforms=image.platforms,
+        platforms=[shared.setdefault(p, p) for p in image.platforms],
         size=image.size,
         source_digest=image.source_digest,
         kept_whole=image.kept_whole,

@@ -135,7 +135,11 @@ class BlobJob:
     size: int
     registry: Registry
     repository: str
-    what: str  # one string shared by an image's jobs
+    reference: Reference  # the image's, for messages (``what``): no string kept per job
+
+    @property
+    def what(self) -> str:
+        return f"image {self.reference}"
 
 
 class ImageCopier:
@@ -216,10 +220,11 @@ class ImageCopier:
         first image that has it), largest first: what ``download`` fetches."""
         jobs: dict[str, BlobJob] = {}
         for image in images:
-            what = image.what
             for blob in image.blobs():
                 if blob.digest in wanted and blob.digest not in jobs:
-                    job = BlobJob(blob.digest, blob.size, image.registry, image.repository, what)
+                    job = BlobJob(
+                        blob.digest, blob.size, image.registry, image.repository, image.reference
+                    )
                     jobs[blob.digest] = job
         return sorted(jobs.values(), key=lambda job: job.size, reverse=True)
 
