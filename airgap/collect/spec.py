@@ -395,7 +395,7 @@ class _SpecReader:
     def images(self, entry: tuple[Node, Node] | None, where: str = "images") -> tuple[str, ...]:
         if entry is None or _is_null(entry[1]):
             return ()
-        images: list[str] = []
+        images: dict[str, None] = {}  # in order, each once (a list lookup: quadratic)
         for index, node in enumerate(self.sequence(entry[1], where)):
             key = f"{where}[{index}]"
             text = self.string(node, key)
@@ -403,8 +403,7 @@ class _SpecReader:
                 image = str(parse_reference(text))
             except InputError as exc:
                 raise self.error(node, key, str(exc)) from None
-            if image not in images:
-                images.append(image)
+            images.setdefault(image)
         return tuple(images)
 
     def platforms(self, entry: tuple[Node, Node] | None) -> tuple[str, ...] | None:
