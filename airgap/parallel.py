@@ -11,6 +11,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from types import TracebackType
 from typing import Generic, TypeVar, cast
 
 T = TypeVar("T")
@@ -61,8 +62,16 @@ class Started(Generic[T]):
     def __enter__(self) -> Started[T]:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Ctrl-C or SIGTERM (airgap.interrupt): do not wait for transfers in flight, as
+        # _run does not; a job's error or the caller's waits for the running ones
+        interrupted = kind is not None and not issubclass(kind, Exception)
+        self._pool.shutdown(wait=not interrupted, cancel_futures=True)
 
 
 class ByteBudget:

@@ -155,3 +155,19 @@ def test_a_started_jobs_error_comes_with_its_result_and_nothing_runs_on_after() 
     settled = (list(began), list(ended))
     assert len(settled[0]) == len(settled[1]) + 1  # every job begun has ended but job 0
     assert (began, ended) == settled  # and none begins after the block is left
+
+
+def test_leaving_started_jobs_on_an_interrupt_does_not_wait_for_the_running_ones() -> None:
+    began, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def transfer() -> None:
+        began.set()
+        release.wait(5)
+        finished.set()
+
+    with pytest.raises(KeyboardInterrupt), Started([transfer], 1):
+        assert began.wait(5)
+        raise KeyboardInterrupt  # Ctrl-C, as airgap.interrupt raises it
+    assert not finished.is_set()  # the block was left with the transfer still running
+    release.set()
+    assert finished.wait(5)
