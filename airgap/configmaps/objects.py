@@ -121,11 +121,12 @@ def configmap(provider: ProviderVersion) -> dict[str, Any]:
             },
         },
     }
-    if len(metadata.encode()) + len(components) <= CONFIGMAP_LIMIT:
+    room = CONFIGMAP_LIMIT - len(metadata.encode())  # what the components may take
+    if len(components) <= room:
         document["data"] = {"metadata": metadata, "components": provider.components}
         return document
-    compressed = _compressed_to_fit(components, CONFIGMAP_LIMIT - len(metadata.encode()))
-    if len(metadata.encode()) + len(compressed) > CONFIGMAP_LIMIT:
+    compressed = _compressed_to_fit(components, room)
+    if len(compressed) > room:
         raise ConfigMapTooLargeError(
             f"{provider.type.kind} {provider.name} {provider.version}: components are "
             f"{len(compressed)} bytes even gzip-compressed, over the 1 MiB a ConfigMap holds; "
