@@ -38,6 +38,10 @@ class Ahead(Generic[T]):
         except BaseException as exc:  # handed to the thread that asks for the result
             self._error = exc
 
+    def wait(self) -> None:
+        """Join the call, keeping its result and error for ``result``."""
+        self._thread.join()
+
     def result(self) -> T | None:
         self._thread.join()
         if self._error is not None:

@@ -59,13 +59,17 @@ _path = os.environ.get(ENV)
 _totals: dict[str, list[float]] | None = {} if _path else None
 
 
-def timed(name: str) -> _Off | _Timer:
+def timed(name: str, *, beside: bool = False) -> _Off | _Timer:
     """A context manager adding its duration to phase ``name`` (nothing when off).
 
     Only the main thread times phases: a worker's CPU seconds would count every other
     thread's too, and workers side by side would add up their walls. Work spread over
-    threads is timed by the main thread's phase that waits for it."""
-    if _totals is None or threading.current_thread() is not threading.main_thread():
+    threads is timed by the main thread's phase that waits for it. ``beside``: the one
+    thread running this phase while the main thread waits in no phase (its CPU seconds
+    are then the process's over that time, as the main thread's are)."""
+    if _totals is None:
+        return _OFF
+    if not beside and threading.current_thread() is not threading.main_thread():
         return _OFF
     return _Timer(_totals, name)
 

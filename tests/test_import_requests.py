@@ -46,15 +46,16 @@ class Request:
         return "blob" if "/blobs/" in self.path else "manifest"
 
 
-def _requests(stderr: str, repositories: set[str]) -> list[Request]:
-    """The debug log's requests to the bundle's image repositories, in order."""
+def _requests(stderr: str, repositories: set[str] | None) -> list[Request]:
+    """The debug log's requests to the bundle's image repositories (None: to every
+    repository), in order."""
     found = []
     for line in stderr.splitlines():
         match = _LINE.match(line)
         if match:
             method, url, status = match.groups()
             request = Request(method, re.sub(r"^https?://[^/]+", "", url), int(status))
-            if request.repository in repositories:
+            if repositories is None or request.repository in repositories:
                 found.append(request)
     return found
 
@@ -146,6 +147,34 @@ def test_a_fresh_import_sends_one_post_per_blob_and_repository_and_no_blob_head(
         heads = [i for i, r in enumerate(later) if (r.method, r.path) == ("HEAD", later[put].path)]
         assert heads and min(heads) > put
     assert _count(later, "HEAD", "manifest") >= shape.manifests + shape.images
+
+
+def test_manifests_images_are_pushed_once_every_image_blob_is_in_beside_the_tags(
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
+) -> None:
+    """A manifests image names the images its components run: it is published only
+    once every image blob is in (it may go while the images' tags are written)."""
+    registry = registry_factory("plain")
+    shape = _shape(capi_bundle)
+    _, stderr = _import(capi_bundle, registry.host, tmp_path)
+    requests = _requests(stderr, None)
+    images = [i for i, r in enumerate(requests) if r.repository in shape.repositories]
+    published = [
+        i for i, r in enumerate(requests) if r.repository.startswith(f"{PREFIX}/capi-manifests/")
+    ]
+    assert published, "no manifests image was published"
+    last_image_blob = max(i for i in images if requests[i].kind != "manifest")
+    assert min(published) > last_image_blob
+    tags = [
+        i
+        for i in images
+        if (requests[i].method, requests[i].kind) == ("PUT", "manifest")
+        and "/manifests/sha256:" not in requests[i].path
+    ]
+    assert len(tags) == shape.images
+    for repository in {requests[i].repository for i in published}:  # each one tagged
+        listing = httpx.get(f"{registry.url}/v2/{repository}/tags/list").json()
+        assert listing["tags"], repository
 
 
 def test_a_repository_holding_every_blob_is_asked_in_the_same_post_and_sent_nothing(

@@ -28,7 +28,13 @@ from airgap.mirror.closure import references as closure_references
 from airgap.mirror.contents import RewrittenContent, rewrite_contents
 from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
 from airgap.mirror.outputcache import AskedValues, PublishedImage, Recorded
-from airgap.mirror.outputs import import_files, json_bytes, rewrite_providers, write_tree
+from airgap.mirror.outputs import (
+    RewrittenProvider,
+    import_files,
+    json_bytes,
+    rewrite_providers,
+    write_tree,
+)
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
 from airgap.mirror.status import (
     ABSENT,
@@ -60,6 +66,7 @@ if TYPE_CHECKING:
     from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs
     from airgap.havelist import HaveList
     from airgap.mirror.charts import PushedChart
+    from airgap.mirror.manifestimage import Published
     from airgap.mirror.supply import Supply
 
 
@@ -281,7 +288,14 @@ def run_import(
             # provider's components, a CPU-bound few tenths of a second) runs while the
             # images push, when this thread would only wait
             scan = _ClosureScan(files) if files else None
-            stats = pusher.push(everything, finding.result())
+            # a first import's manifests images are built and pushed while the images'
+            # tags are written: both wait for every image blob, neither for the other
+            early: list[Published] | None = None
+            beside_tags = None
+            if recorded is None:
+                early = []
+                beside_tags = partial(_publish_into, early, registry, options.target, providers)
+            stats = pusher.push(everything, finding.result(), beside_tags=beside_tags)
             publish_referrers(registry, attached, stats)
         finally:
             if index is not None:
@@ -289,21 +303,21 @@ def run_import(
         charts = push_charts(registry, contents, options.target)  # TARGET/charts/NAME:VERSION
         # every provider as OpenShift's image-based installer reads it, whatever its source
         plain_http = registry.plain_http  # what the target spoke, for the node configs
-        with phases.timed("providers/manifest-images"):
-            confirmed = confirming.result() if confirming is not None else None
-            if confirmed is None:
-                from airgap.mirror.manifestimage import publish_all  # only when building
-
-                if recorded is not None:  # not there as recorded: rebuild all after all
-                    recorded = None
-                    providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
-                    if wants_outputs and options.provider_source == "selector":
-                        files = operator_outputs()
-                published = publish_all(registry, options.target, providers)
-                confirmed = [
-                    PublishedImage(p.repository, p.tag, p.reference.rsplit("@", 1)[1])
-                    for p in published
-                ]
+        confirmed = confirming.result() if confirming is not None else None
+        if early is not None:
+            published = early
+        elif confirmed is None:  # not there as recorded: rebuild all after all
+            recorded = None
+            providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
+            if wants_outputs and options.provider_source == "selector":
+                files = operator_outputs()
+            published = []
+            _publish_into(published, registry, options.target, providers)
+        if confirmed is None:
+            confirmed = [
+                PublishedImage(p.repository, p.tag, p.reference.rsplit("@", 1)[1])
+                for p in published
+            ]
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
         if recorded is not None:
@@ -387,6 +401,20 @@ class _ClosureScan:
             return closure_references(files)  # an output changed after all: read them all
         later = {path: data for path, data in files.items() if path not in self.files}
         return closure_merged(found, self._scan.add(later))
+
+
+def _publish_into(
+    published: list[Published],
+    registry: Registry,
+    target: Target,
+    providers: list[RewrittenProvider],
+) -> None:
+    """Every provider's manifests image, as OpenShift's image-based installer reads it
+    (built only when needed: the builder's imports are not on a no-op re-import's path)."""
+    from airgap.mirror.manifestimage import publish_all
+
+    with phases.timed("providers/manifest-images", beside=True):
+        published += publish_all(registry, target, providers)
 
 
 def _confirm_ahead(registry: Registry, recorded: Recorded) -> list[PublishedImage] | None:

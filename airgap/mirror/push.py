@@ -30,7 +30,7 @@ from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.mapping import Mapping
 from airgap.oci import Descriptor, Manifest
-from airgap.parallel import run_parallel, run_unlocking
+from airgap.parallel import Ahead, run_parallel, run_unlocking
 from airgap.progress import QUIET, Progress, Task
 from airgap.registry.client import Registry, UploadSession
 from airgap.verify.bundle import VerifiedBundle
@@ -184,9 +184,18 @@ class Pusher:
         of one per blob makes re-running a finished import nearly free."""
         return run_parallel([partial(self._complete, t) for t in trees], self._concurrency)
 
-    def push(self, trees: list[ImageTree], complete: list[bool] | None = None) -> PushStats:
+    def push(
+        self,
+        trees: list[ImageTree],
+        complete: list[bool] | None = None,
+        *,
+        beside_tags: Callable[[], object] | None = None,
+    ) -> PushStats:
         """Push what of ``trees`` the target lacks; ``complete``: ``find_complete``'s
-        answer for them, if it was asked earlier in this run."""
+        answer for them, if it was asked earlier in this run. ``beside_tags`` runs on a
+        thread of its own while the tags are written, once every blob is in: work that
+        must not start before the images are whole (the providers' manifests images
+        name them) and that would otherwise wait for the tags' round trips."""
         if complete is None:
             complete = self.find_complete(trees)
         todo = [tree for tree, done in zip(trees, complete, strict=True) if not done]
@@ -228,7 +237,15 @@ class Pusher:
         run_unlocking([*ready, *blobs], self._concurrency, unlocked)
         self._progress.finish(task)
         tagged = [tree for tree in todo if tree.reference != tree.top.digest]
-        run_parallel([partial(self._tag, tree) for tree in tagged], self._concurrency)
+        beside = Ahead("beside-tags", beside_tags) if beside_tags is not None else None
+        try:
+            run_parallel([partial(self._tag, tree) for tree in tagged], self._concurrency)
+        except Exception:
+            if beside is not None:  # its own error, if any, is dropped behind this one
+                beside.wait()  # not left pushing while the import reports its failure
+            raise
+        if beside is not None:
+            beside.result()
         return self.stats
 
     def _finish(self, tree: ImageTree) -> None:
