@@ -78,3 +78,15 @@ def test_the_import_path_loads_neither_subprocess_nor_fractions() -> None:
     """Credential helpers (subprocess) and ``--part-size`` (fractions) load when used."""
     loaded = loaded_after("import airgap.cli, airgap.mirror.importer")
     assert not loaded & {"subprocess", "fractions"}
+
+
+def test_a_collect_without_a_policy_loads_no_policy_code() -> None:
+    """``collect --policy`` loads the policy rules (cosign's X.509 chains among them);
+    every other collect starts without them (~25 ms)."""
+    probe = "import sys, airgap.cli, airgap.collect.collector; print(' '.join(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    loaded = set(result.stdout.split())
+    assert "airgap.collect.collector" in loaded
+    assert not loaded & {"airgap.verify.policy", "airgap.supplychain.cosign", "cryptography.x509"}
