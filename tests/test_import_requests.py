@@ -163,6 +163,8 @@ def test_manifests_images_are_pushed_once_every_image_blob_is_in_beside_the_tags
         i for i, r in enumerate(requests) if r.repository.startswith(f"{PREFIX}/capi-manifests/")
     ]
     assert published, "no manifests image was published"
+    # each blob asked for and its session opened in one POST, as the images' are
+    assert _count([requests[i] for i in published], "HEAD", "blob") == 0
     last_image_blob = max(i for i in images if requests[i].kind != "manifest")
     assert min(published) > last_image_blob
     tags = [

@@ -228,11 +228,16 @@ def publish(
 
 
 def _push(registry: Registry, repository: str, tag: str, image: BuiltImage, what: str) -> None:
-    """Blobs the repository lacks, then the manifest; its tag is read back after."""
+    """Blobs the repository lacks, then the manifest; its tag is read back after. Each
+    blob is asked for and its session opened in one request (``find_or_start``), as the
+    images' are: these pushes run while the images' tags are written."""
     for blob in (image.layer, image.config):
         digest = sha256_digest(blob)
-        if registry.blob_size(repository, digest, what=what) != len(blob):
-            registry.upload_blob(repository, digest, len(blob), _body(blob), what=what)
+        session = registry.find_or_start(repository, digest, what=what)
+        if session is not None:
+            registry.upload_blob(
+                repository, digest, len(blob), _body(blob), what=what, session=session
+            )
     registry.put_manifest(repository, tag, image.manifest, what=what)
     served = registry.manifest_digest(repository, tag, what=what)
     if served != image.manifest.digest:
