@@ -143,7 +143,12 @@ class FastTransport(httpx.BaseTransport):
         timeout = _timeouts(request).get("connect") or self._connect_timeout
         raw: socket.socket | None = None
         try:
-            raw = socket.create_connection((host, port), timeout=timeout)
+            # the host as the URL encodes it (IDNA, ASCII bytes): a str would be encoded
+            # by getaddrinfo, whose first use loads the idna codec (a millisecond of a
+            # no-op re-import over plain HTTP); TLS still names the host as a str.
+            # CPython's getaddrinfo takes bytes hosts; typeshed only says str
+            address = (request.url.raw_host, port)
+            raw = socket.create_connection(address, timeout=timeout)  # type: ignore[arg-type]
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock = raw
             if scheme == "https":

@@ -80,6 +80,29 @@ def test_the_import_path_loads_neither_subprocess_nor_fractions() -> None:
     assert not loaded & {"subprocess", "fractions"}
 
 
+def test_a_plain_http_connection_loads_no_idna_codec() -> None:
+    """The registry transport connects with the URL's encoded host (bytes): a str
+    would make getaddrinfo load the idna codec, a millisecond of a no-op re-import."""
+    # a bare socket server: http.server's own bind looks its name up (the codec again)
+    probe = (
+        "import socket, sys, threading, airgap.http as h\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen()\n"
+        "def serve():\n"
+        "    peer = listener.accept()[0]\n"
+        "    while not peer.recv(65536).endswith(b'\\r\\n\\r\\n'): pass\n"
+        "    peer.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok')\n"
+        "threading.Thread(target=serve, daemon=True).start()\n"
+        "with h.build_client(fast=True) as client:\n"
+        "    r = client.get(f'http://127.0.0.1:{listener.getsockname()[1]}/v2/')\n"
+        "print(r.status_code, r.content.decode(), 'encodings.idna' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    )
+    assert result.stdout.split() == ["200", "ok", "False"]
+
+
 def test_a_collect_without_a_policy_loads_no_policy_code() -> None:
     """``collect --policy`` loads the policy rules (cosign's X.509 chains among them);
     every other collect starts without them (~25 ms)."""

@@ -164,11 +164,14 @@ class Registry:
 
         ``url`` is a path below ``/v2/`` or an absolute upload location."""
         self.ping()
-        if not url.startswith(("http://", "https://")):
-            url = self._url(url)
         # credentials belong to this registry's origin: an upload Location on another
-        # host (or scheme, or port) gets none, and its challenges are not believed
-        own = self._is_own(url)
+        # host (or scheme, or port) gets none, and its challenges are not believed; a
+        # path below /v2/ is on it by construction (no URL parsed twice per request)
+        own = True
+        if url.startswith(("http://", "https://")):
+            own = self._is_own(url)
+        else:
+            url = self._url(url)
         refresh = False
         for _ in range(2):
             request_headers = dict(headers or {})
