@@ -113,3 +113,15 @@ def test_a_collect_without_a_policy_loads_no_policy_code() -> None:
     loaded = set(result.stdout.split())
     assert "airgap.collect.collector" in loaded
     assert not loaded & {"airgap.verify.policy", "airgap.supplychain.cosign", "cryptography.x509"}
+
+
+def test_the_import_path_builds_no_collect_spec_types() -> None:
+    """Collect's provider specs live in ``providers.specs``, not in ``providers.types``
+    that verify and import load: their dataclasses are start-up a re-import never uses."""
+    probe = "import sys, airgap.cli, airgap.mirror.importer; print(' '.join(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    loaded = set(result.stdout.split())
+    assert "airgap.providers.types" in loaded
+    assert "airgap.providers.specs" not in loaded

@@ -25,7 +25,8 @@ from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_SPEC_BYTES
 from airgap.names import file_name_problem, provider_name_problem, version_problem
-from airgap.providers.types import ImageProviderSpec, ProviderSpec, ProviderType
+from airgap.providers.specs import ImageProviderSpec, ProviderSpec
+from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 from airgap.redact import has_userinfo, redact_url, without_userinfo
 from airgap.reference import parse_reference

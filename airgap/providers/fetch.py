@@ -19,7 +19,8 @@ from airgap.errors import AirgapError, InputError, utf8_text
 from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.sources import LATEST, ReleaseSource, source_for
-from airgap.providers.types import ProviderImageInfo, ProviderSpec, ProviderType
+from airgap.providers.specs import ProviderImageInfo, ProviderSpec
+from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
 
 PROVIDERS_DIR = "providers"

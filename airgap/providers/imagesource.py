@@ -36,12 +36,8 @@ from airgap.providers.fetch import PROVIDERS_DIR, FetchedProvider
 from airgap.providers.imagefs import ImageFiles
 from airgap.providers.metadata import METADATA_API_VERSION, METADATA_FILE, METADATA_KIND
 from airgap.providers.semver import try_parse
-from airgap.providers.types import (
-    CORE_PROVIDER_NAME,
-    ImageProviderSpec,
-    ProviderImageInfo,
-    ProviderType,
-)
+from airgap.providers.specs import ImageProviderSpec, ProviderImageInfo
+from airgap.providers.types import CORE_PROVIDER_NAME, ProviderType
 from airgap.reference import Reference, parse_reference
 from airgap.registry.client import Registry
 

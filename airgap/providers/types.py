@@ -9,7 +9,6 @@ tool can never silently disagree with another about which provider it carries.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from airgap.errors import InputError
 
@@ -67,50 +66,6 @@ class ProviderType(enum.Enum):
                 return member
         valid = ", ".join(member.kind for member in cls)
         raise InputError(f"unknown provider type {text!r}: valid types are {valid}")
-
-
-@dataclass(frozen=True)
-class ProviderSpec:
-    """One provider to collect, as a spec asks for it; ``url`` None means the built-in
-    table must know it. Lives here, below the spec reader, so that fetching a provider
-    never depends on how a spec file is read."""
-
-    name: str
-    type: ProviderType
-    version: str
-    url: str | None = None
-    components_file: str | None = None
-
-
-@dataclass(frozen=True)
-class ImageProviderSpec:
-    """A provider whose manifests ship inside its image (OpenShift's
-    ``/capi-operator-manifests/PROFILE/``): the image, the profiles to read (None: all
-    of them) and what the spec says about the provider, each None when the image's
-    metadata.yaml is to say it. ``line`` names the spec entry in messages."""
-
-    image: str
-    profiles: tuple[str, ...] | None = None
-    name: str | None = None
-    type: ProviderType | None = None
-    version: str | None = None
-    contract: str | None = None
-    where: str = ""
-
-
-@dataclass(frozen=True)
-class ProviderImageInfo:
-    """Where an image-based provider's manifests came from, and what its profiles'
-    metadata.yaml said (the first selected profile's: ``default`` when read)."""
-
-    reference: str  # the image read, by digest: registry/repository@sha256:...
-    profiles: tuple[str, ...]
-    name: str  # metadata.yaml name, e.g. cluster-api-provider-aws
-    attribute_type: str | None
-    attribute_version: str | None
-    install_order: int
-    ocp_platform: str | None
-    self_image_ref: str | None
 
 
 _OPERATOR_TYPES: dict[ProviderType, str] = {
