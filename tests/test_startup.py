@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -125,3 +126,63 @@ def test_the_import_path_builds_no_collect_spec_types() -> None:
     loaded = set(result.stdout.split())
     assert "airgap.providers.types" in loaded
     assert "airgap.providers.specs" not in loaded
+
+
+def _leaving(body: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` then ``airgap.cli.leave(3)`` in a fresh interpreter."""
+    script = (
+        "import atexit, pathlib, sys, threading, time\n"
+        "from airgap.cli import leave\n"
+        f"out = pathlib.Path({str(tmp_path)!r})\n"
+        f"{body}\n"
+        "leave(3)\n"
+    )
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+
+
+def test_leaving_runs_the_exit_handlers_and_flushes_what_was_written(tmp_path: Path) -> None:
+    """The fast exit skips the interpreter's teardown, never what an exit must do: the
+    exit handlers (the benchmark's phase times are one) and buffered output."""
+    result = _leaving(
+        "atexit.register(lambda: (out / 'handler').write_text('ran'))\n"
+        "sys.stdout.write('unflushed out')\n"
+        "sys.stderr.write('unflushed err')",
+        tmp_path,
+    )
+    assert result.returncode == 3
+    assert result.stdout == "unflushed out"
+    assert result.stderr == "unflushed err"
+    assert (tmp_path / "handler").read_text() == "ran"
+
+
+def test_leaving_waits_for_a_thread_a_normal_exit_would_wait_for(tmp_path: Path) -> None:
+    """A non-daemon thread still at work is joined, as a normal exit joins it, rather
+    than killed with the process."""
+    result = _leaving(
+        "def work():\n"
+        "    time.sleep(0.3)\n"
+        "    (out / 'thread').write_text('done')\n"
+        "threading.Thread(target=work).start()",
+        tmp_path,
+    )
+    assert result.returncode == 3
+    assert (tmp_path / "thread").read_text() == "done"
+
+
+def test_a_command_ends_with_its_exit_code_and_phase_times(tmp_path: Path) -> None:
+    """Through ``main``: a failing command's one line and exit code, and the phase times
+    the benchmark reads, written by their exit handler."""
+    phases = tmp_path / "phases.json"
+    env = {**os.environ, "AIRGAP_PHASE_TIMES": str(phases)}
+    probe = "import airgap.phases; from airgap.cli import main; main()"
+    missing = tmp_path / "missing.tar"
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "inspect", str(missing)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode != 0
+    assert result.stderr.startswith("airgap: error:")
+    assert str(missing) in result.stderr
+    assert phases.is_file()
