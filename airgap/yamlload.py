@@ -44,6 +44,7 @@ from yaml.events import (
     MappingEndEvent,
     MappingStartEvent,
     ScalarEvent,
+    SequenceEndEvent,
     SequenceStartEvent,
 )
 from yaml.nodes import MappingNode, Node, ScalarNode
@@ -67,6 +68,28 @@ try:  # libyaml's scanner and parser; absent when PyYAML was built without it
     HAVE_LIBYAML = True
 except ImportError:  # pragma: no cover - PyYAML's wheels include libyaml
     HAVE_LIBYAML = False
+
+
+_SCALAR, _START, _ALIAS, _END = 1, 2, 3, 4
+_SKIP_KIND: dict[type, int] = {
+    ScalarEvent: _SCALAR,
+    MappingStartEvent: _START,
+    SequenceStartEvent: _START,
+    AliasEvent: _ALIAS,
+    MappingEndEvent: _END,
+    SequenceEndEvent: _END,
+}
+
+
+def _skip_kind(event: Any) -> int:
+    """The branch of ``_skip_node`` for an event of a class not in ``_SKIP_KIND``."""
+    if isinstance(event, AliasEvent):
+        return _ALIAS
+    if isinstance(event, ScalarEvent):
+        return _SCALAR
+    if isinstance(event, (SequenceStartEvent, MappingStartEvent)):
+        return _START
+    return _END
 
 
 class _Restart(Exception):
@@ -166,33 +189,47 @@ class _BoundedComposer(Composer):
         return bool(tag == _STR)
 
     def _skip_node(self) -> None:
-        """Consume one node's events, building nothing, with every bound kept."""
+        """Consume one node's events, building nothing, with every bound kept.
+
+        Most of a components file is skipped here (its CRDs), one event at a time, so
+        the loop is kept tight: the event's exact class picks the branch (anything else
+        goes through ``isinstance``), counts stay in locals, and anchors, rare in real
+        manifests, are looked at only when an event has one."""
         open_collections: list[tuple[str | None, int]] = []  # (anchor, total at start)
-        while True:
-            event: Any = self.get_event()
-            if isinstance(event, AliasEvent):
-                self._count_alias(event)
-            elif isinstance(event, ScalarEvent):
-                self._new_anchor(event)
-                self._total += 1
-                if event.anchor is not None:
-                    self._weights[event.anchor] = 1
-            elif isinstance(event, (SequenceStartEvent, MappingStartEvent)):
-                self._new_anchor(event)
-                if self._depth + len(open_collections) + 1 > self.max_depth:
-                    raise _error(f"nested deeper than {self.max_depth} levels", event)
-                open_collections.append((event.anchor, self._total))
-                self._total += 1
-                if event.anchor is not None:
-                    self._open.add(event.anchor)
-                continue
-            else:  # the end of a collection
-                anchor, start = open_collections.pop()
-                if anchor is not None:
-                    self._weights[anchor] = self._total - start
-                    self._open.discard(anchor)
-            if not open_collections:
-                return
+        get_event = self.get_event
+        limit = self.max_depth - self._depth
+        total = self._total
+        try:
+            while True:
+                event: Any = get_event()
+                kind = _SKIP_KIND.get(event.__class__) or _skip_kind(event)
+                if kind == _SCALAR:
+                    total += 1
+                    if event.anchor is not None:
+                        self._new_anchor(event)
+                        self._weights[event.anchor] = 1
+                elif kind == _START:
+                    if event.anchor is not None:
+                        self._new_anchor(event)
+                        self._open.add(event.anchor)
+                    if len(open_collections) + 1 > limit:
+                        raise _error(f"nested deeper than {self.max_depth} levels", event)
+                    open_collections.append((event.anchor, total))
+                    total += 1
+                    continue
+                elif kind == _ALIAS:
+                    self._total = total
+                    self._count_alias(event)
+                    total = self._total
+                else:  # the end of a collection
+                    anchor, start = open_collections.pop()
+                    if anchor is not None:
+                        self._weights[anchor] = total - start
+                        self._open.discard(anchor)
+                if not open_collections:
+                    return
+        finally:
+            self._total = total
 
     def _new_anchor(self, event: Any) -> None:
         anchor = event.anchor

@@ -289,3 +289,27 @@ def test_bounded_safe_load_gives_what_the_pure_python_loader_gives() -> None:
     ]
     for text in documents:
         assert yamlsafe.safe_load(text, "doc", max_bytes=1 << 20) == yaml.safe_load(text), text
+
+
+def test_skipping_classifies_events_of_subclasses_as_their_base() -> None:
+    """The skip loop dispatches on the event's exact class for speed; an event of any
+    other class (a subclass from another parser) takes the ``isinstance`` path."""
+    from yaml import events
+
+    class Scalar(events.ScalarEvent):
+        pass
+
+    class Start(events.SequenceStartEvent):
+        pass
+
+    class Alias(events.AliasEvent):
+        pass
+
+    class End(events.MappingEndEvent):
+        pass
+
+    kinds = [
+        yamlload._SKIP_KIND.get(cls) or yamlload._skip_kind(cls.__new__(cls))
+        for cls in (Scalar, Start, Alias, End)
+    ]
+    assert kinds == [yamlload._SCALAR, yamlload._START, yamlload._ALIAS, yamlload._END]
