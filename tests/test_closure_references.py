@@ -4,6 +4,9 @@ documents it builds and the components it parses only once must not cost a refer
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from airgap.mirror.closure import ReferenceScan, merged, references
 
@@ -89,3 +92,40 @@ def test_references_scanned_in_two_parts_merge_as_one_scan_of_both() -> None:
     assert merged(references(after), references(before)) == references(before | after)
     scan = ReferenceScan()  # as import does it: the copy in `after` is not parsed again
     assert merged(scan.add(before), scan.add(after)) == references(before | after)
+
+
+def test_each_text_is_parsed_once_for_its_images_and_its_embedded_components(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file that runs workloads and also holds objects embedding components (the
+    word "components" in a CRD's description is enough to make it a candidate) is
+    parsed once for both: the closure scan runs beside the push on a 2-core machine,
+    where a second parse of megabytes of CRDs is CPU the registry loses."""
+    from airgap import yamlload
+    from airgap.providers import components as components_module
+
+    parsed: list[str] = []
+    real = yamlload.iter_documents
+
+    def counting(text: str, source: str, **kwargs: Any) -> Any:
+        parsed.append(source)
+        return real(text, source, **kwargs)
+
+    monkeypatch.setattr(yamlload, "iter_documents", counting)  # the closure's own reads
+    monkeypatch.setattr(components_module, "iter_documents", counting)
+    embedded = DEPLOYMENT.format(image="mirror.example/capi/embedded:v1")
+    mixed = (
+        CRD.replace("image: not/a-workload", "components: not/a-workload")
+        + "---\n"
+        + DEPLOYMENT.format(image="mirror.example/capi/core:v1")
+        + "---\n"
+        + _configmap(embedded).decode()
+        + "\n"
+    )
+    found = references({"components/mixed.yaml": mixed.encode()})
+    assert found == {
+        "mirror.example/capi/core:v1": "components/mixed.yaml",
+        "mirror.example/capi/embedded:v1": "components/mixed.yaml",
+    }
+    # the file once, then the components its ConfigMap embeds (a text of its own) once
+    assert parsed == ["components/mixed.yaml", "components/mixed.yaml: data.components"]

@@ -112,7 +112,7 @@ def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
     # the readers (YAML, chart values) load when files are read: a re-import whose
     # outputs are recorded whole only checks references (mirror.outputcache)
     from airgap.content.chart import values_images
-    from airgap.providers.components import lenient_images
+    from airgap.providers.components import lenient_scan
     from airgap.yamlload import iter_documents
 
     try:
@@ -123,11 +123,12 @@ def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
         for document in iter_documents(text, path):
             yield from values_images(document)
         return
-    images, _unresolved = lenient_images(text, path)
-    yield from images
-    if "components" in text or "imageUrl" in text:
-        for document in iter_documents(text, path, kinds=_EMBEDDING_KINDS):
-            yield from _embedded(document, path, seen)
+    # the workloads' images and the objects that embed components, from one parse
+    embedding = "components" in text or "imageUrl" in text
+    scan = lenient_scan(text, path, _EMBEDDING_KINDS if embedding else frozenset())
+    yield from scan.images
+    for document in scan.documents:
+        yield from _embedded(document, path, seen)
 
 
 def _embedded(document: Any, path: str, seen: set[str]) -> Iterator[str]:

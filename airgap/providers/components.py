@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from airgap.errors import InputError
 from airgap.limits import MAX_COMPONENTS_BYTES, describe_size
@@ -253,17 +253,34 @@ def lenient_images(text: str, source: str) -> tuple[list[str], list[str]]:
     Cluster templates leave images to variables nobody defaults (``${KIND_IMAGE}``),
     which only whoever generates the cluster can name: those are reported, not errors.
     Malformed YAML and a file over the size limit are still InputErrors."""
+    scan = lenient_scan(text, source)
+    return scan.images, scan.unresolved
+
+
+class LenientScan(NamedTuple):
+    images: list[str]
+    unresolved: list[str]
+    documents: list[Any]  # the documents of the other kinds asked for (and kindless ones)
+
+
+def lenient_scan(text: str, source: str, others: frozenset[str] = frozenset()) -> LenientScan:
+    """``lenient_images``, and the documents of the kinds ``others`` names, from one
+    parse: a reader that wants a file's images and some other objects of it (import's
+    closure check: ConfigMaps that embed components) would otherwise parse it twice."""
     if utf8_length(text, MAX_COMPONENTS_BYTES) > MAX_COMPONENTS_BYTES:
         raise InputError(f"{source}: larger than the {describe_size(MAX_COMPONENTS_BYTES)} limit")
     images: dict[str, None] = {}
     unresolved: list[str] = []
+    documents: list[Any] = []
     # only workloads name images (_document_images): CRDs and the rest are parsed whole
     # but never built into objects, as in parse_components
-    for document in iter_documents(text, source, kinds=_KINDS):
+    for document in iter_documents(text, source, kinds=_KINDS | others):
         for kind, name, _key, label, raw in _document_images(document):
             try:
                 where = f"{_owner(kind, name)} container {label}"
                 images.setdefault(_resolve_image(raw, source, where))
             except InputError as exc:
                 unresolved.append(str(exc))
-    return list(images), unresolved
+        if others and not (isinstance(document, dict) and document.get("kind") in _KINDS):
+            documents.append(document)
+    return LenientScan(list(images), unresolved, documents)
