@@ -329,3 +329,65 @@ def test_a_file_body_whose_file_shrank_fails_with_its_owners_error(tmp_path) -> 
             client.send(request)
         with pytest.raises(Truncated):  # iterated (TLS, a proxy): the same error
             list(body)
+
+
+def _read_all(read_into: Callable[[memoryview], int], size: int = 7) -> list[bytes]:
+    """Every read of a body through ``read_into``, into one small reused buffer."""
+    view = memoryview(bytearray(size))
+    pieces = []
+    while count := read_into(view):
+        pieces.append(bytes(view[:count]))
+    return pieces
+
+
+def test_a_sized_body_reads_into_one_reused_buffer_and_the_connection_is_kept() -> None:
+    """What collect's downloads use: no bytes object per read, the whole body, then the
+    connection back in the pool as an iterated body's would be."""
+    body = bytes(range(256)) * 40
+    with _client(_answer(body, f"Content-Length: {len(body)}")) as (client, server):
+        for _ in range(2):
+            with client.stream("GET", server.url) as response:
+                read_into = fasthttp.body_reader(response)
+                assert read_into is not None
+                pieces = _read_all(read_into)
+                assert b"".join(pieces) == body
+                assert max(len(p) for p in pieces) <= 7
+        assert server.connections == 1
+
+
+def test_a_head_read_with_the_body_is_given_back_before_the_socket_is_read() -> None:
+    """Bytes of the body that arrived with the head are buffered: read_into takes them
+    first, in pieces no larger than the buffer."""
+
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world")
+
+    with _client(script) as (client, server), client.stream("GET", server.url) as response:
+        read_into = fasthttp.body_reader(response)
+        assert read_into is not None
+        assert b"".join(_read_all(read_into, 4)) == b"hello world"
+
+
+def test_a_sized_body_cut_short_fails_reading_into_a_buffer() -> None:
+    def script(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+        conn.shutdown(socket.SHUT_WR)
+
+    with _client(script) as (client, server), client.stream("GET", server.url) as response:
+        read_into = fasthttp.body_reader(response)
+        assert read_into is not None
+        with pytest.raises(httpx.RemoteProtocolError, match="received 9 bytes, expected 100"):
+            _read_all(read_into, 64)
+
+
+def test_only_sized_bodies_of_this_transport_read_into_a_buffer() -> None:
+    chunked = b"5\r\nhello\r\n0\r\n\r\n"
+    chunked_answer = _answer(chunked, "Transfer-Encoding: chunked")
+    with _client(chunked_answer) as (client, server), client.stream("GET", server.url) as response:
+        assert fasthttp.body_reader(response) is None  # iterated, as before
+        assert response.read() == b"hello"
+    sized_answer = _answer(b"hello", "Content-Length: 5")
+    with _client(sized_answer) as (client, server), client.stream("GET", server.url) as response:
+        response.read()  # consumed by iteration: never read twice
+        assert fasthttp.body_reader(response) is None
+    assert fasthttp.body_reader(httpx.Response(200, content=b"x")) is None

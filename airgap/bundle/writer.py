@@ -302,6 +302,8 @@ class RegionWriter:
     spilling into the next member.
     """
 
+    takes_views = True  # write is done with the bytes when it returns (BlobSink)
+
     def __init__(self, target: int | Sink, region: Region) -> None:
         self._sink = _as_sink(target, region.offset + region.size)
         self._region = region

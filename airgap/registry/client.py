@@ -20,7 +20,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from airgap import http
+from airgap import fasthttp, http
 from airgap.errors import (
     AirgapError,
     DigestMismatchError,
@@ -44,8 +44,24 @@ CHUNK = 1 << 20
 BodyFactory = Callable[[], Iterable[bytes]]
 
 
+_buffers = threading.local()
+
+
+def _read_buffer() -> memoryview:
+    """This thread's buffer for blob bodies (``fasthttp.READ_BYTES``), made once: the
+    download threads of a collect reuse theirs for every blob."""
+    view: memoryview | None = getattr(_buffers, "view", None)
+    if view is None:
+        view = _buffers.view = memoryview(bytearray(fasthttp.READ_BYTES))
+    return view
+
+
 class BlobSink(Protocol):
-    """Where a downloaded blob goes: a file, or a region of the bundle being written."""
+    """Where a downloaded blob goes: a file, or a region of the bundle being written.
+
+    A sink whose ``write`` is done with the bytes when it returns (it writes or copies
+    them, keeps no reference) says so with a true ``takes_views`` attribute: it is then
+    handed views of one reused buffer instead of a new bytes object per read."""
 
     def seek(self, position: int, whence: int = 0, /) -> int: ...
     def truncate(self, size: int | None = None, /) -> int: ...
@@ -434,6 +450,8 @@ class Registry:
         """Stream a blob into ``sink``, hashing as it goes; retried from the start if the
         connection drops. Raises DigestMismatchError if the bytes are not ``digest``."""
 
+        views = getattr(sink, "takes_views", False) is True
+
         def attempt() -> None:
             sink.seek(0)
             sink.truncate()
@@ -450,18 +468,29 @@ class Registry:
             except NetworkError as exc:  # http.send already spent the policy's attempts
                 raise _Final(exc) from None
             assert response is not None
+
+            def take(chunk: bytes | memoryview) -> None:
+                nonlocal received
+                received += len(chunk)
+                if received > size:
+                    raise DigestMismatchError(
+                        f"{what}: registry {self.display_name} served more than the "
+                        f"{size} bytes of blob {digest}"
+                    )
+                hasher.update(chunk)
+                sink.write(chunk)  # type: ignore[arg-type]  # a view only if takes_views
+                if on_bytes:
+                    on_bytes(len(chunk))
+
             try:
-                for chunk in response.iter_raw():
-                    received += len(chunk)
-                    if received > size:
-                        raise DigestMismatchError(
-                            f"{what}: registry {self.display_name} served more than the "
-                            f"{size} bytes of blob {digest}"
-                        )
-                    hasher.update(chunk)
-                    sink.write(chunk)
-                    if on_bytes:
-                        on_bytes(len(chunk))
+                read_into = fasthttp.body_reader(response) if views else None
+                if read_into is not None:
+                    view = _read_buffer()
+                    while count := read_into(view):
+                        take(view[:count])
+                else:
+                    for chunk in response.iter_raw():
+                        take(chunk)
             except httpx.TransportError:
                 if on_bytes and received:
                     on_bytes(-received)  # progress: these bytes are fetched again
