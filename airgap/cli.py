@@ -84,7 +84,8 @@ def leave(code: int) -> NoReturn:
     and stdout and stderr are flushed. While a thread that an exit would wait for is
     still running, or when flushing fails (a closed pipe: Python's own report and exit
     status are kept), it exits the normal way instead."""
-    if any(t.is_alive() and not t.daemon for t in _other_threads()):
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon for t in threading.enumerate()):
         sys.exit(code)
     atexit._run_exitfuncs()
     try:
@@ -93,11 +94,6 @@ def leave(code: int) -> NoReturn:
     except (OSError, ValueError):
         sys.exit(code)
     os._exit(code)
-
-
-def _other_threads() -> list[threading.Thread]:
-    main_thread = threading.main_thread()
-    return [t for t in threading.enumerate() if t is not main_thread]
 
 
 def _stdout_closed() -> bool:

@@ -368,7 +368,10 @@ class _Connection:
         return count
 
     def _more_records_into(self, view: memoryview) -> int:
-        """``_more_records`` into ``view``: how many more bytes it took, without waiting."""
+        """Over TLS a ``recv`` returns one record (16 KiB) however much is asked: fill
+        ``view`` with the records that have already arrived too, without waiting; how
+        many bytes it took. A condition met here (end of stream, an error) is left for
+        the next read to meet again."""
         total = 0
         self._set_timeout(0.0)
         try:
@@ -424,24 +427,11 @@ class _Connection:
         return moved
 
     def _more_records(self, data: bytes, limit: int) -> bytes:
-        """Over TLS a ``recv`` returns one record (16 KiB) however much is asked: take the
-        records that have already arrived too, without waiting. A condition met here (end
-        of stream, an error) is left for the next read to meet again."""
-        pieces = [data]
-        total = len(data)
-        self._set_timeout(0.0)
-        try:
-            while total < limit:
-                more = self._sock.recv(limit - total)
-                if not more:
-                    break
-                pieces.append(more)
-                total += len(more)
-        except OSError:  # SSLWantReadError: nothing more yet
-            pass
-        if total > len(data):
-            self._window.account(total - len(data), 0.0)
-        return b"".join(pieces)
+        """``data`` and, over TLS, the records that have already arrived after it, up to
+        ``limit`` bytes in all (``_more_records_into``)."""
+        more = memoryview(bytearray(limit - len(data)))
+        count = self._more_records_into(more)
+        return b"".join((data, more[:count])) if count else data
 
     def _set_timeout(self, budget: float) -> None:
         timeout = min(self._pacing.idle, budget)
