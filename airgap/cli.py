@@ -29,7 +29,7 @@ from airgap.redact import scrub
 from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
-    from airgap.mirror.importer import ImportOptions
+    from airgap.importing.importer import ImportOptions
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size
@@ -699,7 +699,7 @@ def import_(
     **target: Any,
 ) -> int:
     """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
-    from airgap.mirror.importer import run_import
+    from airgap.importing.importer import run_import
 
     trusted = load_trusted_keys(keys, no_signature)
     options = _import_options(output_dir=output_dir, dry_run=dry_run, **target)
@@ -780,9 +780,9 @@ def status(
     artifact (signatures, charts, manifests images, OCI provider artifacts) of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
     when Available and not Degraded, 1 otherwise."""
-    from airgap.mirror.importer import ImportOptions, status_and_have
-    from airgap.mirror.mapping import Target
-    from airgap.mirror.status import status_text
+    from airgap.importing.importer import ImportOptions, status_and_have
+    from airgap.importing.status import status_text
+    from airgap.rewrite.mapping import Target
 
     trusted = load_trusted_keys(keys, no_signature)
     options = ImportOptions(
@@ -825,8 +825,8 @@ def _import_options(
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.configmaps.variables import VariableValues, load_variables
-    from airgap.mirror.importer import ImportOptions
-    from airgap.mirror.mapping import Target
+    from airgap.importing.importer import ImportOptions
+    from airgap.rewrite.mapping import Target
 
     file_values = load_variables(variables_file) if variables_file else {}
     return ImportOptions(
@@ -907,7 +907,7 @@ def configmaps(
     **target: Any,
 ) -> int:
     """Write operator ConfigMaps, provider CRs and a clusterctl repository, pushing no image."""
-    from airgap.mirror.importer import run_configmaps
+    from airgap.importing.importer import run_configmaps
 
     if output_dir is None:
         raise InputError("configmaps needs --output-dir")

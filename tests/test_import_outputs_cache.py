@@ -1,5 +1,5 @@
 """A re-import into an output directory that holds the outputs of the same bundle,
-imported with the same options, rebuilds nothing (``mirror.outputcache``); anything
+imported with the same options, rebuilds nothing (``importing.outputcache``); anything
 else (a file edited or deleted, another option, another bundle, other variable values)
 rebuilds everything. "Rebuilt" is what ``AIRGAP_PHASE_TIMES`` shows: the provider
 rewrite and output phases ran. Never timed."""
@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from airgap.configmaps.variables import VariableValues
-from airgap.mirror import outputcache
+from airgap.importing import outputcache
 from airgap.oci import OCI_MANIFEST
 from tests.conftest import start_registry, stop_registry
 from tests.harness.bundle_fixtures import CollectedBundle

@@ -33,9 +33,9 @@ from airgap.configmaps.objects import (
 from airgap.configmaps.overrides import image_overrides
 from airgap.errors import EXIT_FAILURE, AirgapError
 from airgap.fsutil import SecretBytes
-from airgap.mirror.outputs import RewrittenProvider
 from airgap.providers.components import Variable, parse_components
 from airgap.providers.types import ProviderType
+from airgap.rewrite.providers import RewrittenProvider
 from tests.harness.releases import make_components, make_metadata
 from tests.schemas import (
     PROVIDER_KINDS,

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from airgap.mirror.importer import ImportOptions, run_import
-from airgap.mirror.mapping import Target
+from airgap.importing.importer import ImportOptions, run_import
 from airgap.progress import Progress
+from airgap.rewrite.mapping import Target
 from airgap.signing import load_public_key
 from airgap.verify.bundle import verify_bundle
 from tests.harness.bundle_fixtures import SigningKey

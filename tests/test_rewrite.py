@@ -9,8 +9,8 @@ import yaml
 
 from airgap.errors import InputError
 from airgap.mirror import nodeconfig
-from airgap.mirror.mapping import Target, map_images
-from airgap.mirror.rewrite import rewrite_images
+from airgap.rewrite.mapping import Target, map_images
+from airgap.rewrite.references import rewrite_images
 
 COMPONENTS = """\
 # leading comment stays

@@ -35,8 +35,8 @@ from airgap.bundle.parts import (
     parts_list_path,
     parts_signature_path,
 )
-from airgap.mirror.mapping import host_path_element
 from airgap.reference import parse_reference
+from airgap.rewrite.mapping import host_path_element
 from airgap.signing import load_private_key, sign
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey

@@ -21,7 +21,7 @@ def loaded_after(statement: str) -> set[str]:
 def test_the_import_path_loads_neither_rich_nor_httpx_cli_dependencies() -> None:
     """httpx loads its CLI (rich, pygments) when they are installed unless airgap stops
     it; rich is only for progress bars, which quiet commands never draw."""
-    loaded = loaded_after("import airgap.cli, airgap.mirror.importer")
+    loaded = loaded_after("import airgap.cli, airgap.importing.importer")
     assert "httpx" in loaded
     assert not loaded & {"rich", "pygments"}
 
@@ -66,7 +66,9 @@ def test_httpcore_loads_only_for_a_transport_of_httpx_own() -> None:
         )
         return {name.split(".")[0] for name in result.stdout.split()}
 
-    fast = "import airgap.cli, airgap.mirror.importer, airgap.http as h; h.build_client(fast=True)"
+    fast = (
+        "import airgap.cli, airgap.importing.importer, airgap.http as h; h.build_client(fast=True)"
+    )
     assert not loaded(fast) & {"httpcore", "h11", "anyio"}
     paced = (
         "import airgap.http as h; from airgap.pacedcore import PacedBackend; "
@@ -77,7 +79,7 @@ def test_httpcore_loads_only_for_a_transport_of_httpx_own() -> None:
 
 def test_the_import_path_loads_neither_subprocess_nor_fractions() -> None:
     """Credential helpers (subprocess) and ``--part-size`` (fractions) load when used."""
-    loaded = loaded_after("import airgap.cli, airgap.mirror.importer")
+    loaded = loaded_after("import airgap.cli, airgap.importing.importer")
     assert not loaded & {"subprocess", "fractions"}
 
 
@@ -119,7 +121,9 @@ def test_a_collect_without_a_policy_loads_no_policy_code() -> None:
 def test_the_import_path_builds_no_collect_spec_types() -> None:
     """Collect's provider specs live in ``providers.specs``, not in ``providers.types``
     that verify and import load: their dataclasses are start-up a re-import never uses."""
-    probe = "import sys, airgap.cli, airgap.mirror.importer; print(' '.join(sorted(sys.modules)))"
+    probe = (
+        "import sys, airgap.cli, airgap.importing.importer; print(' '.join(sorted(sys.modules)))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )

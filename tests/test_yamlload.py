@@ -169,7 +169,7 @@ def test_each_components_file_is_parsed_once_per_command(
     """Everything the configmaps outputs need (namespace, ConfigMaps, Secrets, CR image
     overrides, clusterctl repository) comes from the parse rewrite_providers makes."""
     from airgap.bundle.format import ProviderRecord
-    from airgap.mirror.outputs import RewrittenProvider
+    from airgap.rewrite.providers import RewrittenProvider
 
     parsed: list[str] = []
     real = yamlload.iter_documents

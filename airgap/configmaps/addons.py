@@ -3,7 +3,7 @@
 Cluster API's ClusterResourceSet controller applies the objects held in ConfigMaps to
 every workload cluster whose labels match the set's ``clusterSelector``. For each addon
 manifest (``manifests:`` in the spec, already rewritten to the mirror by
-``mirror.contents``) import writes ``addons/NAME/``:
+``rewrite.contents``) import writes ``addons/NAME/``:
 
 - ``configmap.yaml``: the manifest in one ConfigMap, or, when one would reach 1 MiB
   (the API server stores objects of at most about 1.5 MiB, and server-side apply adds

@@ -15,9 +15,9 @@ import yaml
 from airgap.configmaps import objects
 from airgap.configmaps.objects import ProviderVersion
 from airgap.configmaps.overrides import deployment_overrides
-from airgap.mirror.outputs import RewrittenProvider
 from airgap.providers.components import Variable, find_variables, parse_components
 from airgap.providers.types import ProviderType
+from airgap.rewrite.providers import RewrittenProvider
 
 # libyaml's emitter writes a ConfigMap holding 1 MB of components in ~20 ms, PyYAML's
 # pure-Python one in ~0.5 s; both write the same bytes (tests/test_yamlload.py checks).

@@ -14,10 +14,10 @@ from airgap import phases
 from airgap.configmaps import emit, ocisource
 from airgap.configmaps.management import README, content_outputs, readme
 from airgap.configmaps.variables import VariableValues
-from airgap.mirror.contents import RewrittenContent
-from airgap.mirror.mapping import Target
-from airgap.mirror.outputs import RewrittenProvider
 from airgap.registry.client import Registry
+from airgap.rewrite.contents import RewrittenContent
+from airgap.rewrite.mapping import Target
+from airgap.rewrite.providers import RewrittenProvider
 
 SOURCES = ("selector", "oci")
 

@@ -1,6 +1,6 @@
 """Everything a management cluster needs besides the provider objects (pure).
 
-From the rewritten content (``mirror.contents``):
+From the rewritten content (``rewrite.contents``):
 
 - ``clusterctl/``: cert-manager where clusterctl's local repository looks for it
   (``cert-manager/VERSION/cert-manager.yaml``, clusterctl reads it through a fake
@@ -33,8 +33,8 @@ from airgap.configmaps.addons import addon_files, addons_index
 from airgap.configmaps.charts import chart_files, chart_index, repository_index
 from airgap.configmaps.emit import CONFIG_STEP, CORE_STEP, PROVIDER_STEPS, PROVIDERS_STEP, dump
 from airgap.content.kinds import CERT_MANAGER_FILE, OPERATOR_FILE, ContentKind, is_chart
-from airgap.mirror.contents import RewrittenContent
 from airgap.providers.components import parse_components
+from airgap.rewrite.contents import RewrittenContent
 from airgap.yamlload import iter_documents
 
 CERT_MANAGER_STEP = "00-cert-manager"

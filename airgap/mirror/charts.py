@@ -18,10 +18,10 @@ from airgap.content.chart import read_chart
 from airgap.content.helmoci import HelmArtifact, helm_artifact, oci_tag
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart
 from airgap.errors import AirgapError
-from airgap.mirror.contents import RewrittenContent
-from airgap.mirror.mapping import Target
 from airgap.oci import Manifest
 from airgap.registry.client import Registry
+from airgap.rewrite.contents import RewrittenContent
+from airgap.rewrite.mapping import Target
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ from functools import partial
 
 from airgap.bundle.format import ProviderRecord
 from airgap.errors import AirgapError
-from airgap.mirror.mapping import Target
-from airgap.mirror.outputs import RewrittenProvider
 from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
 from airgap.parallel import ByteBudget, run_parallel
 from airgap.registry.client import Registry
+from airgap.rewrite.mapping import Target
+from airgap.rewrite.providers import RewrittenProvider
 
 MANIFESTS_ROOT = "capi-operator-manifests"
 PROFILE = "default"

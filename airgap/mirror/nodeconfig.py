@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from airgap.mirror.mapping import Mapping, Target, host_path_element
 from airgap.mirror.nodereadme import node_readme
+from airgap.rewrite.mapping import Mapping, Target, host_path_element
 
 MIRROR_SET_NAME = "airgap-capi"
 CONTAINERD_DIR = "mirror/containerd/certs.d"

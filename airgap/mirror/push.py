@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 from airgap.bundle.format import blob_member
 from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError
 from airgap.mirror.blobindex import BlobIndex
-from airgap.mirror.mapping import Mapping
 from airgap.oci import Descriptor, Manifest
 from airgap.parallel import Ahead, run_parallel, run_unlocking
 from airgap.progress import QUIET, Progress, Task
 from airgap.registry.client import Registry, UploadSession
+from airgap.rewrite.mapping import Mapping
 from airgap.verify.bundle import VerifiedBundle
 
 if TYPE_CHECKING:

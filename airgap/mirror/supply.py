@@ -21,10 +21,10 @@ from functools import partial
 
 from airgap.bundle.format import BundleManifest, NeedRecord
 from airgap.mirror.blobindex import BlobIndex
-from airgap.mirror.mapping import Mapping as ImageMapping
 from airgap.oci import MANIFEST_TYPES, Manifest
 from airgap.parallel import run_parallel
 from airgap.registry.client import Registry
+from airgap.rewrite.mapping import Mapping as ImageMapping
 from airgap.textfmt import short_digest
 
 MAX_NAMED_IMAGES = 20  # images named in the one-line error before "and N more"

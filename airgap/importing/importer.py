@@ -17,26 +17,10 @@ from airgap.bundle.format import BundleManifest
 from airgap.configmaps.variables import VariableValues
 from airgap.errors import AirgapError
 from airgap.fsutil import write_atomic
-from airgap.inputfile import read_small
-from airgap.mirror import outputcache
-from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
-from airgap.mirror.blobindex import BlobIndex
-from airgap.mirror.closure import Closure, ReferenceScan, describe_failure
-from airgap.mirror.closure import check as closure_check
-from airgap.mirror.closure import merged as closure_merged
-from airgap.mirror.closure import references as closure_references
-from airgap.mirror.contents import RewrittenContent, rewrite_contents
-from airgap.mirror.mapping import Mapping, Target, map_images, tag_owners
-from airgap.mirror.outputcache import AskedValues, PublishedImage, Recorded
-from airgap.mirror.outputs import (
-    RewrittenProvider,
-    import_files,
-    json_bytes,
-    rewrite_providers,
-    write_tree,
-)
-from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
-from airgap.mirror.status import (
+from airgap.importing import outputcache
+from airgap.importing.outputcache import AskedValues, PublishedImage, Recorded
+from airgap.importing.outputfiles import import_files, json_bytes, write_tree
+from airgap.importing.status import (
     ABSENT,
     MAX_REPORT_BYTES,
     Condition,
@@ -52,13 +36,24 @@ from airgap.mirror.status import (
     unknown,
     versions,
 )
-from airgap.mirror.status import now as status_now
+from airgap.importing.status import now as status_now
+from airgap.inputfile import read_small
+from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
+from airgap.mirror.blobindex import BlobIndex
+from airgap.mirror.closure import Closure, ReferenceScan, describe_failure
+from airgap.mirror.closure import check as closure_check
+from airgap.mirror.closure import merged as closure_merged
+from airgap.mirror.closure import references as closure_references
+from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
 from airgap.oci import Manifest
 from airgap.parallel import Ahead, run_parallel
 from airgap.progress import QUIET, Progress
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
+from airgap.rewrite.contents import RewrittenContent, rewrite_contents
+from airgap.rewrite.mapping import Mapping, Target, map_images, tag_owners
+from airgap.rewrite.providers import RewrittenProvider, rewrite_providers
 from airgap.textfmt import human_size
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
@@ -116,7 +111,7 @@ class ImportOptions:
 
     def provider_output_options(self) -> ProviderOutputOptions:
         # the output builders are imported when outputs are built: a re-import whose
-        # outputs are there whole never loads them (mirror.outputcache)
+        # outputs are there whole never loads them (importing.outputcache)
         from airgap.configmaps.generate import ProviderOutputOptions
 
         assert self.output_dir is not None
@@ -432,7 +427,7 @@ def _scanned(files: dict[str, bytes], scan: _ClosureScan | None) -> dict[str, st
 def outputs_key(
     bundle: VerifiedBundle, options: ImportOptions, ca_pem: bytes | None
 ) -> dict[str, object] | None:
-    """What the outputs depend on (``mirror.outputcache``), or None when they are not
+    """What the outputs depend on (``importing.outputcache``), or None when they are not
     recorded: no output directory, or the OCI provider source (its CRs carry the
     credentials the registry asked for, and its artifacts are pushed as they are built)."""
     if options.output_dir is None or options.provider_source != "selector":
@@ -623,8 +618,8 @@ def expected_artifacts(
 ) -> list[Expected]:
     """What import pushes besides the images, from the bundle and the options import
     was run with (``--no-pin``, ``--provider-source``): attached artifacts, charts,
-    manifests images, provider artifacts (``mirror.expected``)."""
-    from airgap.mirror.expected import attached_artifacts, built_artifacts  # status only
+    manifests images, provider artifacts (``importing.expected``)."""
+    from airgap.importing.expected import attached_artifacts, built_artifacts  # status only
 
     providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
     contents = rewrite_contents(bundle, manifest, mappings, pin=options.pin)

@@ -1,7 +1,7 @@
 """Content (cert-manager, the operator, templates) pointed at the target registry.
 
 One path for every kind, as for providers: every manifest is rewritten line by line
-(``mirror.rewrite``: documents, comments and variables stay as they were) so each bundle
+(``rewrite.references``: documents, comments and variables stay as they were) so each bundle
 image names the target, pinned by digest unless ``--no-pin``, and is then checked: an
 image the rewritten text still runs from elsewhere fails the import, naming the file.
 Chart packages travel byte for byte; their images are pointed at the mirror by a values
@@ -18,8 +18,8 @@ from airgap import phases
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
 from airgap.errors import AirgapError, utf8_text
-from airgap.mirror.mapping import Mapping
 from airgap.reference import Reference
+from airgap.rewrite.mapping import Mapping
 from airgap.verify.bundle import VerifiedBundle
 
 
@@ -79,8 +79,8 @@ def _rewrite(
     # the chart and YAML readers load with the first content record, not with the
     # module: most bundles carry none, and a re-import of one never needs them
     from airgap.content.chart import read_chart, values_overrides
-    from airgap.mirror.rewrite import rewrite_images
     from airgap.providers.components import lenient_images, parse_components
+    from airgap.rewrite.references import rewrite_images
 
     kind = ContentKind(record.kind)
     allowed = targets.allowed()

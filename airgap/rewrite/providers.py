@@ -1,21 +1,19 @@
-"""Everything import writes besides registry content, computed from the bundle alone.
+"""Every provider's components with its image references rewritten to the target,
+computed from the bundle alone.
 
-``configmaps`` calls the same functions without pushing, so the references it emits are
-exactly those an import produces: the digests in the target equal the bundle's.
+``configmaps`` calls the same functions as import without pushing, so the references it
+emits are exactly those an import produces: the digests in the target equal the bundle's.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping as MappingType
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airgap import fsutil, phases
+from airgap import phases
 from airgap.bundle.format import BundleManifest, ProviderRecord
 from airgap.errors import AirgapError, InputError, utf8_text
-from airgap.mirror.mapping import Mapping, Target
+from airgap.rewrite.mapping import Mapping
 
 if TYPE_CHECKING:
     from airgap.providers.components import Components
@@ -54,9 +52,9 @@ def _rewrite_providers(
     pin: bool,
 ) -> list[RewrittenProvider]:
     # the YAML parser and the rewriter load here, not with the module: a re-import whose
-    # outputs are there whole (mirror.outputcache) only writes its report through it
-    from airgap.mirror.rewrite import rewrite_images
+    # outputs are there whole (importing.outputcache) only writes its report through it
     from airgap.providers.components import parse_components
+    from airgap.rewrite.references import rewrite_images
 
     digests = {image.reference: image.digest for image in manifest.images}
     by_source = {str(m.source): m for m in mappings}
@@ -91,47 +89,3 @@ def _rewrite_providers(
             )
         )
     return rewritten
-
-
-def import_files(
-    providers: list[RewrittenProvider],
-    mappings: list[Mapping],
-    target: Target,
-    *,
-    keep_registry: bool,
-    ca_pem: bytes | None = None,
-    plain_http: bool = False,
-) -> dict[str, bytes]:
-    """Relative path -> content of everything import writes (but the report)."""
-    from airgap.mirror import nodeconfig  # only when building (see _rewrite_providers)
-
-    files: dict[str, bytes] = {}
-    for provider in providers:
-        record = provider.record
-        base = f"components/{record.label}/{record.version}"
-        files[f"{base}/{provider.components_name}"] = provider.components.encode()
-    by_source = {str(m.source): m for m in mappings}
-    files["clusterctl-images.yaml"] = nodeconfig.clusterctl_images(
-        {p.record.label: p.record.images for p in providers}, by_source
-    ).encode()
-    files |= nodeconfig.node_files(
-        mappings, target, keep_registry, ca_pem=ca_pem, plain_http=plain_http
-    )
-    files["mirror/openshift/mirror-sets.yaml"] = nodeconfig.mirror_sets(
-        mappings, target, keep_registry
-    ).encode()
-    files["mapping.txt"] = nodeconfig.mapping_txt(mappings).encode()
-    return files
-
-
-def json_bytes(document: object) -> bytes:
-    return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
-
-
-def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
-    """Write every file below ``output_dir``, all or nothing, never through a symbolic
-    link and never outside it (``fsutil.write_tree``); ``SecretBytes`` contents
-    (Secrets with filled variables or registry credentials) mode 0600, whatever the
-    umask."""
-    with phases.timed("providers/write"):  # nearly every byte written is provider output
-        fsutil.write_tree(output_dir.absolute(), files)

@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airgap.configmaps import emit, ocisource
+from airgap.importing.status import Expected, from_manifest, from_tree
 from airgap.mirror.attached import AttachedPlan
 from airgap.mirror.charts import chart_artifacts
-from airgap.mirror.contents import RewrittenContent
 from airgap.mirror.manifestimage import build_image, metadata_yaml, repository_for
-from airgap.mirror.mapping import Target
-from airgap.mirror.outputs import RewrittenProvider
-from airgap.mirror.status import Expected, from_manifest, from_tree
 from airgap.oci import Manifest
+from airgap.rewrite.contents import RewrittenContent
+from airgap.rewrite.mapping import Target
+from airgap.rewrite.providers import RewrittenProvider
 from airgap.supplychain.formats import Kind, parse_tag
 
 CHART, MANIFESTS_IMAGE, PROVIDER_ARTIFACT = "chart", "manifests image", "provider artifact"

@@ -1,0 +1,57 @@
+"""Everything import writes into ``--output-dir`` besides the operator's objects: the
+rewritten components, node mirror configurations and the image mapping, and the writer
+that puts a tree of outputs down all or nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping as MappingType
+from pathlib import Path
+
+from airgap import fsutil, phases
+from airgap.rewrite.mapping import Mapping, Target
+from airgap.rewrite.providers import RewrittenProvider
+
+
+def import_files(
+    providers: list[RewrittenProvider],
+    mappings: list[Mapping],
+    target: Target,
+    *,
+    keep_registry: bool,
+    ca_pem: bytes | None = None,
+    plain_http: bool = False,
+) -> dict[str, bytes]:
+    """Relative path -> content of everything import writes (but the report)."""
+    from airgap.mirror import nodeconfig  # only when building
+
+    files: dict[str, bytes] = {}
+    for provider in providers:
+        record = provider.record
+        base = f"components/{record.label}/{record.version}"
+        files[f"{base}/{provider.components_name}"] = provider.components.encode()
+    by_source = {str(m.source): m for m in mappings}
+    files["clusterctl-images.yaml"] = nodeconfig.clusterctl_images(
+        {p.record.label: p.record.images for p in providers}, by_source
+    ).encode()
+    files |= nodeconfig.node_files(
+        mappings, target, keep_registry, ca_pem=ca_pem, plain_http=plain_http
+    )
+    files["mirror/openshift/mirror-sets.yaml"] = nodeconfig.mirror_sets(
+        mappings, target, keep_registry
+    ).encode()
+    files["mapping.txt"] = nodeconfig.mapping_txt(mappings).encode()
+    return files
+
+
+def json_bytes(document: object) -> bytes:
+    return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
+
+
+def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
+    """Write every file below ``output_dir``, all or nothing, never through a symbolic
+    link and never outside it (``fsutil.write_tree``); ``SecretBytes`` contents
+    (Secrets with filled variables or registry credentials) mode 0600, whatever the
+    umask."""
+    with phases.timed("providers/write"):  # nearly every byte written is provider output
+        fsutil.write_tree(output_dir.absolute(), files)
