@@ -22,7 +22,8 @@ def import_files(
     ca_pem: bytes | None = None,
     plain_http: bool = False,
 ) -> dict[str, bytes]:
-    """Relative path -> content of everything import writes (but the report)."""
+    """Relative path -> content of these files (the operator's objects and the report
+    are built elsewhere)."""
     from airgap.mirror import nodeconfig  # only when building
 
     files: dict[str, bytes] = {}
