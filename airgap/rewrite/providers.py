@@ -52,7 +52,7 @@ def _rewrite_providers(
     pin: bool,
 ) -> list[RewrittenProvider]:
     # the YAML parser and the rewriter load here, not with the module: a re-import whose
-    # outputs are there whole (importing.outputcache) only writes its report through it
+    # outputs are there whole (importing.outputcache) loads the module but rewrites nothing
     from airgap.providers.components import parse_components
     from airgap.rewrite.references import rewrite_images
 
