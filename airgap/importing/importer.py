@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs
     from airgap.havelist import HaveList
     from airgap.mirror.charts import PushedChart
-    from airgap.mirror.manifestimage import Published
+    from airgap.mirror.manifestimage import Published, Staged
     from airgap.mirror.supply import Supply
 
 
@@ -283,14 +283,18 @@ def run_import(
             # provider's components, a CPU-bound few tenths of a second) runs while the
             # images push, when this thread would only wait
             scan = _ClosureScan(files) if files else None
-            # a first import's manifests images are built and pushed while the images'
-            # tags are written: both wait for every image blob, neither for the other
+            # a first import's manifests images are built and their blobs pushed while
+            # the images' tags are written (both wait for every image blob, neither for
+            # the other); each is tagged once every image it names is whole, tag and all
             early: list[Published] | None = None
+            staged: list[Staged] | None = None
             beside_tags = None
             if recorded is None:
-                early = []
-                beside_tags = partial(_publish_into, early, registry, options.target, providers)
+                staged = []
+                beside_tags = partial(_stage_into, staged, registry, options.target, providers)
             stats = pusher.push(everything, finding.result(), beside_tags=beside_tags)
+            if staged is not None:
+                early = _name_staged(registry, staged)
             publish_referrers(registry, attached, stats)
         finally:
             if index is not None:
@@ -410,6 +414,27 @@ def _publish_into(
 
     with phases.timed("providers/manifest-images", beside=True):
         published += publish_all(registry, target, providers)
+
+
+def _stage_into(
+    staged: list[Staged],
+    registry: Registry,
+    target: Target,
+    providers: list[RewrittenProvider],
+) -> None:
+    """Every provider's manifests image built and its blobs pushed (``Pusher.push``'s
+    ``beside_tags``); ``_name_staged`` tags them."""
+    from airgap.mirror.manifestimage import stage_all
+
+    with phases.timed("providers/manifest-images", beside=True):
+        staged += stage_all(registry, target, providers)
+
+
+def _name_staged(registry: Registry, staged: list[Staged]) -> list[Published]:
+    from airgap.mirror.manifestimage import name_all
+
+    with phases.timed("providers/manifest-images"):
+        return name_all(registry, staged)
 
 
 def _confirm_ahead(registry: Registry, recorded: Recorded) -> list[PublishedImage] | None:

@@ -11,9 +11,12 @@ metadata.yaml with the provider's name, type, version and install order. The ima
 reproducible: same components, same digest (sorted entries, fixed mtimes, uid/gid 0,
 gzip with mtime 0 and no name), so importing twice pushes nothing new.
 
-Building is pure (``build_image``, ``component_list``); ``publish`` pushes through a
-registry client: blobs, then the manifest under ``TARGET/capi-manifests/LABEL:VERSION``
-(LABEL: the clusterctl label, ``infrastructure-aws``: names alone collide across types).
+Building is pure (``build_image``, ``component_list``); pushing goes through a registry
+client in two steps: ``stage`` puts the blobs, ``name_image`` the manifest under
+``TARGET/capi-manifests/LABEL:VERSION`` (LABEL: the clusterctl label,
+``infrastructure-aws``: names alone collide across types). An import stages while the
+images' tags are written and names once they are: a manifests image names images by
+digest, and no tag of one goes before every image it names is whole.
 """
 
 from __future__ import annotations
@@ -204,44 +207,58 @@ def repository_for(target: Target, record: ProviderRecord) -> str:
     return "/".join([*parts, REPOSITORY, record.label])
 
 
-def publish(
+@dataclass(frozen=True)
+class Staged:
+    """A manifests image whose blobs are in its repository: ``name_image`` PUTs its manifest
+    under the version tag (``manifest`` None: the tag names these bytes already)."""
+
+    published: Published
+    manifest: Manifest | None
+    what: str
+
+
+def stage(
     registry: Registry,
     target: Target,
     provider: ProviderRecord,
     image: BuiltImage,
-) -> Published:
-    """Push ``image`` (blobs the target lacks, then the manifest under the version tag)
-    and read its digest back: what the component list names must be what is there. A
-    tag that already names these bytes (a re-import) costs one HEAD."""
+) -> Staged:
+    """The blobs of ``image`` its repository lacks, each asked for and its session
+    opened in one request (``find_or_start``), as the images' are. A tag that already
+    names these bytes (a re-import) costs one HEAD and nothing else."""
     repository = repository_for(target, provider)
     what = f"manifests image of {provider.type}/{provider.name} {provider.version}"
     digest = image.manifest.digest
-    if registry.manifest_digest(repository, provider.version, what=what) != digest:
-        _push(registry, repository, provider.version, image, what)
-    return Published(
+    published = Published(
         provider,
         repository,
         provider.version,
         f"{target.host}/{repository}@{digest}",
         install_order(provider),
     )
-
-
-def _push(registry: Registry, repository: str, tag: str, image: BuiltImage, what: str) -> None:
-    """Blobs the repository lacks, then the manifest; its tag is read back after. Each
-    blob is asked for and its session opened in one request (``find_or_start``), as the
-    images' are: these pushes run while the images' tags are written."""
+    if registry.manifest_digest(repository, provider.version, what=what) == digest:
+        return Staged(published, None, what)
     for blob in (image.layer, image.config):
-        digest = sha256_digest(blob)
-        session = registry.find_or_start(repository, digest, what=what)
+        blob_digest = sha256_digest(blob)
+        session = registry.find_or_start(repository, blob_digest, what=what)
         if session is not None:
             registry.upload_blob(
-                repository, digest, len(blob), _body(blob), what=what, session=session
+                repository, blob_digest, len(blob), _body(blob), what=what, session=session
             )
-    registry.put_manifest(repository, tag, image.manifest, what=what)
-    served = registry.manifest_digest(repository, tag, what=what)
-    if served != image.manifest.digest:
-        raise_mismatch(what, repository, tag, served, image.manifest.digest)
+    return Staged(published, image.manifest, what)
+
+
+def name_image(registry: Registry, staged: Staged) -> Published:
+    """The staged image's manifest under its tag, read back after: what the component
+    list names must be what is there."""
+    published, manifest, what = staged.published, staged.manifest, staged.what
+    if manifest is not None:
+        repository, tag = published.repository, published.tag
+        registry.put_manifest(repository, tag, manifest, what=what)
+        served = registry.manifest_digest(repository, tag, what=what)
+        if served != manifest.digest:
+            raise_mismatch(what, repository, tag, served, manifest.digest)
+    return published
 
 
 def _body(blob: bytes) -> Callable[[int], Iterator[bytes]]:
@@ -259,23 +276,35 @@ def raise_mismatch(what: str, repository: str, tag: str, served: str | None, wan
     )
 
 
-def publish_all(
+def stage_all(
     registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
-) -> list[Published]:
-    """A manifests image for every provider, from the components import rewrote; built
-    and pushed side by side (zlib and sha256 let go of the GIL, and each push waits on
-    the registry), in provider order."""
+) -> list[Staged]:
+    """Every provider's manifests image, from the components import rewrote, built and
+    its blobs pushed side by side (zlib and sha256 let go of the GIL, and each push
+    waits on the registry), in provider order. Nothing names them yet (``name_all``)."""
     budget = ByteBudget(PUBLISH_BYTES)
 
-    def one(provider: RewrittenProvider) -> Published:
+    def one(provider: RewrittenProvider) -> Staged:
         release = budget.hold(len(provider.components))
         try:
             image = build_image(provider.components, metadata_yaml(provider.record))
-            return publish(registry, target, provider.record, image)
+            return stage(registry, target, provider.record, image)
         finally:
             release()
 
     return run_parallel([partial(one, p) for p in providers], PUBLISH_CONCURRENCY)
+
+
+def name_all(registry: Registry, staged: Sequence[Staged]) -> list[Published]:
+    """``name_image`` for each staged image, side by side, in their order."""
+    return run_parallel([partial(name_image, registry, s) for s in staged], PUBLISH_CONCURRENCY)
+
+
+def publish_all(
+    registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
+) -> list[Published]:
+    """A manifests image for every provider: staged, then named."""
+    return name_all(registry, stage_all(registry, target, providers))
 
 
 def ref_accepted(reference: str) -> bool:

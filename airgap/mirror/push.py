@@ -2,15 +2,19 @@
 
 Blobs first (skip what is there, a cross-repository mount when another target repository
 already holds the blob, else a streamed upload read from the tar by offset). An image's
-manifests go by digest, children before their index, as soon as its own blobs are in,
-while other images' blobs still upload; tags go last, once every blob is in, so that a
-bundle member the registry refuses leaves no tag naming anything. Manifests go as their
-exact bytes, so every digest in the target equals the source. Re-running pushes only
-what is missing.
+child manifests (and the top one of an image without a tag) go by digest, children
+before their index, as soon as its own blobs are in, while other images' blobs still
+upload; tags go last, once every blob is in, so that a bundle member the registry
+refuses leaves no tag naming anything. A tagged image's top manifest goes only then,
+under its tag: one PUT stores and names it (on distribution every request costs ~1 ms
+of the registry's CPU, which an import on a shared machine is short of). Manifests go
+as their exact bytes, so every digest in the target equals the source. Re-running
+pushes only what is missing.
 
 Requests per blob and repository, on a registry that mounts (distribution): one POST
 that mounts or opens the session the bytes then go into (``Registry.mount_or_start``),
-plus the PUT of an upload; per manifest one PUT by digest, and one more per tag; a HEAD
+plus the PUT of an upload; per manifest one PUT, by digest or under its tag, and one
+more per further tag; after each PUT, a HEAD that confirms it; a HEAD
 only where its answer can save a request (a hint from the blob index or a delta, which
 a mount from elsewhere cannot tell from "already there"), or once the registry has
 shown that it ignores mounts.
@@ -168,10 +172,9 @@ class Pusher:
         # 202: the registry ignores mounts, so a mount can no longer say "already there"
         self._mounts_ignored = False
         self._asked: set[int] = set()  # trees whose reference _complete looked up (id)
-        # manifests by digest that several trees share (a child of an index that is also
-        # an image of its own): PUT once, the others wait for it. Two PUTs of the same
-        # manifest at once race in distribution: while the second rewrites it, an index
-        # PUT naming it finds it unknown (MANIFEST_BLOB_UNKNOWN, DIGEST_INVALID)
+        # (repository, digest) of every manifest PUT so far, each with its lock: a
+        # manifest several trees share (a child of an index that is also an image of its
+        # own, an image under two tags) goes once by digest, one PUT at a time (_put)
         self._manifest_locks: dict[tuple[str, str], threading.Lock] = {}
         self._manifests_put: set[tuple[str, str]] = set()
         self._locks_lock = threading.Lock()
@@ -250,7 +253,8 @@ class Pusher:
 
     def _finish(self, tree: ImageTree) -> None:
         """An image whose blobs are all in: its manifests by digest, then their
-        confirmation."""
+        confirmation. A tagged image's top manifest is not among them: it waits for the
+        tags (``_tag``), where one PUT stores it and names it, and one HEAD confirms both."""
         target = tree.mapping.target
         what = f"image {target}"
         # _complete looked the reference up and found the image incomplete: a PUT of a
@@ -258,17 +262,18 @@ class Pusher:
         # would skip it, so each is PUT without asking (a delta's image, never looked
         # up, asks first: its manifests may all be there)
         ask = id(tree) not in self._asked
-        for manifest in tree.manifests:
+        early = tree.manifests if tree.reference == tree.top.digest else tree.manifests[:-1]
+        for manifest in early:
             self._put(target.repository, manifest.digest, manifest, what, ask=ask)
-        self._confirm(tree, [(manifest.digest, manifest.digest) for manifest in tree.manifests])
+        self._confirm(tree, [(manifest.digest, manifest.digest) for manifest in early])
 
     def _tag(self, tree: ImageTree) -> None:
-        """The image's tag, once every image's blobs are in: the top manifest PUT again
-        under it (the registry has it by digest: only the tag is new), then confirmed."""
+        """The image's tag, once every image's blobs are in: its top manifest PUT under
+        it, then confirmed (the tag resolving to the top digest: both are there)."""
         target = tree.mapping.target
         what = f"image {target}"
         ask = id(tree) not in self._asked
-        self._put_now(target.repository, tree.reference, tree.top, what, ask=ask, tag=True)
+        self._put(target.repository, tree.reference, tree.top, what, ask=ask)
         self._confirm(tree, [(tree.reference, tree.top.digest)])
 
     def _confirm(self, tree: ImageTree, wanted: list[tuple[str, str]]) -> None:
@@ -437,17 +442,20 @@ class Pusher:
     def _put(
         self, repository: str, reference: str, manifest: Manifest, what: str, *, ask: bool
     ) -> None:
-        if reference != manifest.digest:  # a tag: each tree has its own
-            self._put_now(repository, reference, manifest, what, ask=ask)
-            return
+        """PUT ``manifest`` as ``reference`` (its digest, or a tag). Its first PUT in a
+        repository counts it; after that, one by digest is skipped and one under another
+        tag only adds the name. Two PUTs of the same manifest at once race in
+        distribution (while the second rewrites it, an index PUT naming it finds it
+        unknown: MANIFEST_BLOB_UNKNOWN, DIGEST_INVALID), so they go one at a time."""
         key = (repository, manifest.digest)
         with self._locks_lock:
             lock = self._manifest_locks.setdefault(key, threading.Lock())
         with lock:
-            if key in self._manifests_put:  # another tree put it, and it is there
+            first = key not in self._manifests_put
+            if not first and reference == manifest.digest:  # another tree put it
                 self.stats.add(manifests_skipped=1)
                 return
-            self._put_now(repository, reference, manifest, what, ask=ask)
+            self._put_now(repository, reference, manifest, what, ask=ask, counted=first)
             self._manifests_put.add(key)
 
     def _put_now(
@@ -458,16 +466,16 @@ class Pusher:
         what: str,
         *,
         ask: bool,
-        tag: bool = False,
+        counted: bool = True,
     ) -> None:
-        """PUT ``manifest`` as ``reference``; a tag (``tag``) names a manifest already
-        counted when it went by digest."""
+        """PUT ``manifest`` as ``reference``, first asking whether it is there when
+        ``ask``; ``counted``: this is the manifest's first PUT here (not another tag)."""
         if ask and self._registry.manifest_digest(repository, reference, what=what) == (
             manifest.digest
         ):
-            if not tag:
+            if counted:
                 self.stats.add(manifests_skipped=1)
             return
         self._registry.put_manifest(repository, reference, manifest, what=what)
-        if not tag:
+        if counted:
             self.stats.add(manifests_pushed=1)
