@@ -59,6 +59,7 @@ from airgap.limits import (
     MAX_COMPONENTS_BUILT_NODES,
     MAX_COMPONENTS_DEPTH,
 )
+from airgap.yamlskim import skim
 
 MAX_NUMBER_CHARS = 128
 
@@ -366,13 +367,17 @@ def iter_documents(
     objects and yielded; every other document is still parsed whole (and bounded), but
     skipped as nodes: in components most bytes are CRDs, and building their schemas
     into dicts is a third of the parse. ``kind`` is read from the nodes as the
-    constructor would read it (merge keys applied, the last ``kind`` key winning).
+    constructor would read it (merge keys applied, the last ``kind`` key winning). A
+    document whose text shows its kind for certain (``airgap.yamlskim``) and it is not
+    one of them never reaches the composer: libyaml's parser alone checks it.
 
     Raises InputError ``SOURCE:LINE:COLUMN: malformed YAML: …`` (or a bound exceeded).
     """
     loader: Any = None
     done = 0  # documents read (yielded or skipped)
     try:
+        if kinds is not None and not pure and HAVE_LIBYAML:
+            text = _skimmed(text, kinds)
         try:
             # the pure Reader checks every character up front: construction may fail too
             loader = (PureLoader if pure else DEFAULT_LOADER)(text)
@@ -394,6 +399,30 @@ def iter_documents(
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _skimmed(text: str, kinds: frozenset[str]) -> str:
+    """``text`` with the documents ``yamlskim`` finds certainly unwanted blanked, each
+    checked first by libyaml's parser alone (no objects); an error it finds is reported
+    at the document's place in the file."""
+    skimmed = skim(text, kinds)
+    if skimmed is None:
+        return text
+    for line, document in skimmed.blanked:
+        try:
+            CParser(document).raw_parse()
+        except yaml.MarkedYAMLError as exc:
+            exc.context_mark = _moved(exc.context_mark, line)
+            exc.problem_mark = _moved(exc.problem_mark, line)
+            raise
+    return skimmed.text
+
+
+def _moved(mark: Any, lines: int) -> Any:
+    """``mark`` (libyaml's, read-only) ``lines`` further down."""
+    if mark is None:
+        return None
+    return yaml.Mark(mark.name, mark.index, mark.line + lines, mark.column, None, 0)
 
 
 def _documents(loader: Any, kinds: frozenset[str] | None, start: int) -> Iterator[Any]:

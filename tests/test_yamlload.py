@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airgap import yamlload, yamlsafe
+from airgap import yamlload, yamlsafe, yamlskim
 from airgap.configmaps import emit, objects
 from airgap.errors import InputError
 from airgap.providers import components
@@ -249,6 +249,77 @@ def test_skipping_other_kinds_keeps_exactly_the_wanted_documents(pure: bool) -> 
         "merged",
         "after-restart",
     ]
+
+
+# documents whose text says one kind and whose YAML may say another: each must come out
+# as PyYAML reads it, whether or not the skim (airgap.yamlskim) sets any aside
+MISLEADING_DOCUMENTS = [
+    'x: "\nkind: CustomResourceDefinition\n"\n"kind": Deployment\nmetadata: {name: q}\n',
+    "x: 'a\nkind: Service'\nkind: Deployment\nmetadata: {name: two-lines}\n",
+    "kind: Service\n<<: {kind: Deployment}\nmetadata: {name: merge-loses}\n",
+    "kind: Service # kind: Deployment\nmetadata: {name: comment}\n",
+    "kind: Service#Deployment\nmetadata: {name: hash}\n",
+    "kind:\n  Deployment\nmetadata: {name: next-line}\n",
+    "kind: Service\nspec:\n  template: &t {kind: Deployment}\n  again: *t\n",
+    "? kind\n: Deployment\nmetadata: {name: explicit}\n",
+    "kind: Service\r\nkind: Deployment\r\nmetadata: {name: crlf}\r\n",
+    "kind: Service\u2028kind: Deployment\nmetadata: {name: line-separator}\n",
+    "{kind: Deployment,\nmetadata: {name: flow}}\n",
+    "kind: Namespace\nmetadata: {name: wanted}\n",
+    "kind: ConfigMap\ndata:\n  a: |\n    ---\n    kind: Deployment\n",
+]
+
+
+@pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
+@pytest.mark.parametrize("document", MISLEADING_DOCUMENTS)
+def test_documents_whose_text_misleads_come_out_as_pyyaml_reads_them(document: str) -> None:
+    crd = "kind: CustomResourceDefinition\nspec:\n  names: {kind: Thing}\n"
+    text = f"{crd}---\n{document}---\n{crd}"
+    expected = [
+        doc
+        for doc in yaml.safe_load_all(text)
+        if isinstance(doc, dict) and doc.get("kind") in KINDS
+    ]
+    assert list(yamlload.iter_documents(text, "f", kinds=KINDS)) == expected
+
+
+def test_documents_set_aside_unread_are_most_of_realistic_components(
+    realistic: dict[str, str],
+) -> None:
+    """The skim sets aside the CRDs and the rest nobody reads (most of the bytes), and
+    keeps every workload and Namespace for the composer."""
+    wanted = components._KINDS
+    for name, text in realistic.items():
+        skimmed = yamlskim.skim(text, wanted)
+        assert skimmed is not None, name
+        aside = sum(len(document) for _, document in skimmed.blanked)
+        assert aside > 0.6 * len(text), name
+        assert text.count("\n") == skimmed.text.count("\n")
+        for _, document in skimmed.blanked:
+            assert yaml.safe_load(document)["kind"] not in wanted
+
+
+@pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "spec:\n  a: [1, 2\n  b: c\n",
+        "spec:\n  a: b\n   c: d\n",
+        "spec:\n  a: 'open\n",
+        "spec:\n  x:\t[1\n",
+    ],
+)
+def test_a_document_set_aside_reports_its_error_where_it_is_in_the_file(broken: str) -> None:
+    """A syntax error in a document the composer never sees is reported by libyaml's
+    parser at the same file line and column as when it is composed."""
+    head = "kind: Deployment\nmetadata: {name: a}\n---\n# a comment\n"
+    text = f"{head}kind: CustomResourceDefinition\n{broken}"
+    assert yamlskim.skim(text, KINDS) is not None
+    with pytest.raises(InputError) as skimmed:
+        list(yamlload.iter_documents(text, "f", kinds=KINDS))
+    with pytest.raises(InputError) as composed:
+        list(yamlload.iter_documents(text, "f"))
+    assert str(skimmed.value) == str(composed.value)
 
 
 @pytest.mark.parametrize(
