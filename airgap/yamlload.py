@@ -408,7 +408,7 @@ def _skimmed(text: str, kinds: frozenset[str]) -> str:
     skimmed = skim(text, kinds)
     if skimmed is None:
         return text
-    for line, document in skimmed.blanked:
+    for line, document in skimmed.set_aside():
         try:
             CParser(document).raw_parse()
         except yaml.MarkedYAMLError as exc:

@@ -35,6 +35,7 @@ alias to expand or anchor to repeat, and nesting within the bound.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
@@ -43,9 +44,13 @@ from airgap.limits import MAX_COMPONENTS_DEPTH
 
 _ODD_CHARACTERS = ("\r", "\x85", "\u2028", "\u2029", "\ufeff")
 # each pattern starts with a literal, which ``re`` scans for quickly: a line's start is
-# the "\n" before it (a newline is put in front of a text or document to match its first)
-_ODD_STREAM = re.compile(r"\n(?:%|---[ \t]*[^ \t\n]|\.\.\.)")
-_MARKER = re.compile(r"\n---[ \t]*(?=\n|\Z)")
+# the "\n" before it (the first line is matched on its own, or a newline put in front)
+_ODD_LINE = r"(?:%|---[ \t]*[^ \t\n]|\.\.\.)"  # a directive, marker with content, or end
+_ODD_START = re.compile(_ODD_LINE)  # matched at the text's start only
+_ODD_STREAM = re.compile(r"\n" + _ODD_LINE)
+_MARKER_LINE = r"---[ \t]*(?=\n|\Z)"
+_FIRST_MARKER = re.compile(_MARKER_LINE)  # matched at the text's start only
+_MARKER = re.compile(r"\n" + _MARKER_LINE)
 _TOP_LINE = re.compile(r"\n([^ #\n][^\n]*)")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*:(?:[ \t].*)?")
 _KIND_VALUE = re.compile(r"kind:[ \t]+([A-Za-z][A-Za-z0-9]*)(?:[ \t]+#.*)?[ \t]*")
@@ -62,41 +67,52 @@ _LINE_LEVELS = 4  # the root mapping, a "- key:" entry's two levels, and its val
 
 @dataclass(frozen=True)
 class Skimmed:
-    """A stream with some documents blanked: ``text`` for the composer, and each blanked
-    document with the number of the line it starts on (0-based), for its syntax check."""
+    """A stream with some documents blanked: ``text`` for the composer, and where each
+    blanked document is in ``source`` (the skimmed text itself, not a copy)."""
 
     text: str
-    blanked: list[tuple[int, str]]
+    source: str
+    blanked: list[tuple[int, int, int]]  # (the line it starts on, 0-based; start; end)
+
+    def set_aside(self) -> Iterator[tuple[int, str]]:
+        """Each blanked document, with the line it starts on, one at a time."""
+        for line, start, end in self.blanked:
+            yield line, self.source[start:end]
 
 
 def skim(text: str, wanted: frozenset[str]) -> Skimmed | None:
     """``text`` with every document that is certainly of a kind outside ``wanted``
     blanked, or None when none is (or the stream is not plain enough to tell)."""
-    probe = "\n" + text  # probe[i + 1] is text[i]
-    if any(odd in text for odd in _ODD_CHARACTERS) or _ODD_STREAM.search(probe):
+    if (
+        any(odd in text for odd in _ODD_CHARACTERS)
+        or _ODD_START.match(text)
+        or _ODD_STREAM.search(text)
+    ):
         return None
+    first = _FIRST_MARKER.match(text)
+    markers = [(0, first.end())] if first else []  # where each marker line starts, ends
+    markers += [(found.start() + 1, found.end()) for found in _MARKER.finditer(text)]
     pieces: list[str] = []
-    blanked: list[tuple[int, str]] = []
+    blanked: list[tuple[int, int, int]] = []
     start = line = 0
-    for marker in [*_MARKER.finditer(probe), None]:
-        # a marker matched at probe[i:j] ("\n---") is text[i:j] with the newline after it
-        end, after = (len(text), len(text)) if marker is None else marker.span()
-        after = min(after, len(text))
-        document = text[start:end]
+    for begin, finish in [*markers, (len(text), -1)]:
+        document = text[start:begin]
         lines = document.count("\n")
         if _certainly_unwanted(document, wanted):
             pieces.append("\n" * lines)
-            blanked.append((line, document))
+            blanked.append((line, start, begin))
         else:
             pieces.append(document)
-        if marker is None:
+        del document
+        if finish < 0:
             break
-        pieces.append(text[end:after])
-        line += lines + text.count("\n", end, after)
+        after = min(finish + 1, len(text))  # the marker line with its line break
+        pieces.append(text[begin:after])
+        line += lines + text.count("\n", begin, after)
         start = after
     if not blanked:
         return None
-    return Skimmed("".join(pieces), blanked)
+    return Skimmed("".join(pieces), text, blanked)
 
 
 def _certainly_unwanted(document: str, wanted: frozenset[str]) -> bool:

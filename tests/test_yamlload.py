@@ -292,11 +292,29 @@ def test_documents_set_aside_unread_are_most_of_realistic_components(
     for name, text in realistic.items():
         skimmed = yamlskim.skim(text, wanted)
         assert skimmed is not None, name
-        aside = sum(len(document) for _, document in skimmed.blanked)
+        aside = sum(len(document) for _, document in skimmed.set_aside())
         assert aside > 0.6 * len(text), name
         assert text.count("\n") == skimmed.text.count("\n")
-        for _, document in skimmed.blanked:
+        for line, document in skimmed.set_aside():
             assert yaml.safe_load(document)["kind"] not in wanted
+            assert text.splitlines()[line] == document.splitlines()[0]
+
+
+def test_the_skim_blanks_only_what_it_can_tell_and_keeps_every_line() -> None:
+    crd = "kind: CustomResourceDefinition\nspec:\n  a: 1\n"
+    deployment = "kind: Deployment\nmetadata: {name: d}\n"
+    text = f"---\n{crd}---   \n{deployment}---\n{crd}"
+    skimmed = yamlskim.skim(text, KINDS)
+    assert skimmed is not None
+    assert skimmed.text.splitlines() == [
+        *("---", "", "", "", "---   "),
+        *deployment.splitlines(),
+        *("---", "", "", ""),
+    ]
+    assert [(line, document) for line, document in skimmed.set_aside()] == [(1, crd), (8, crd)]
+    for odd in ("%YAML 1.1\n---\n", "--- !!map\n", "...\n", "a: 1\n...\n---\n"):
+        assert yamlskim.skim(odd + crd, KINDS) is None, odd
+    assert yamlskim.skim(deployment, KINDS) is None  # nothing to set aside
 
 
 @pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
