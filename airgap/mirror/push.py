@@ -174,7 +174,8 @@ class Pusher:
         self._asked: set[int] = set()  # trees whose reference _complete looked up (id)
         # (repository, digest) of every manifest PUT so far, each with its lock: a
         # manifest several trees share (a child of an index that is also an image of its
-        # own, an image under two tags) goes once by digest, one PUT at a time (_put)
+        # own, an image under two tags) is stored once, by digest or under its first
+        # tag, and PUT one at a time (_put)
         self._manifest_locks: dict[tuple[str, str], threading.Lock] = {}
         self._manifests_put: set[tuple[str, str]] = set()
         self._locks_lock = threading.Lock()
