@@ -29,7 +29,10 @@ what it set aside 0.023 s, and ``parse_components`` of all five 0.057 s, against
 0.097 s when the composer skipped every event itself.
 
 Such a document is one the composer would have skipped without raising: it holds no
-alias to expand or anchor to repeat, and nesting within the bound.
+alias to expand or anchor to repeat, and nesting within the bound. What the skim holds is
+bounded too: a stream of more than ``MAX_DOCUMENTS`` documents, or a document of more
+than ``MAX_TOP_LINES`` lines at column 0, is left to the composer (one document at a
+time) rather than listed.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ _NOT_A_NAME = " \t\n[]{},"  # what may not come right after its & or *
 _NOT_A_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _STEP = bytes.maketrans(b"[]{}", b"\x02\x00\x02\x00")
 MAX_BRACKETS = 4096  # brackets in one document worth bounding; more: composed instead
+MAX_TOP_LINES = 1000  # lines at column 0 of one document (real ones have a handful)
+MAX_DOCUMENTS = 10_000  # documents in one stream (a components file has ~100)
 _LINE_LEVELS = 4  # the root mapping, a "- key:" entry's two levels, and its value
 
 
@@ -89,13 +94,12 @@ def skim(text: str, wanted: frozenset[str]) -> Skimmed | None:
         or _ODD_STREAM.search(text)
     ):
         return None
-    first = _FIRST_MARKER.match(text)
-    markers = [(0, first.end())] if first else []  # where each marker line starts, ends
-    markers += [(found.start() + 1, found.end()) for found in _MARKER.finditer(text)]
     pieces: list[str] = []
     blanked: list[tuple[int, int, int]] = []
     start = line = 0
-    for begin, finish in [*markers, (len(text), -1)]:
+    for number, (begin, finish) in enumerate(_markers(text)):
+        if number > MAX_DOCUMENTS:  # a stream of tiny documents: composed one at a time
+            return None
         document = text[start:begin]
         lines = document.count("\n")
         if _certainly_unwanted(document, wanted):
@@ -115,10 +119,22 @@ def skim(text: str, wanted: frozenset[str]) -> Skimmed | None:
     return Skimmed("".join(pieces), text, blanked)
 
 
+def _markers(text: str) -> Iterator[tuple[int, int]]:
+    """Where each marker line starts and ends (its line break not included), then
+    (the text's end, -1)."""
+    first = _FIRST_MARKER.match(text)
+    if first:
+        yield 0, first.end()
+    for found in _MARKER.finditer(text):
+        yield found.start() + 1, found.end()
+    yield len(text), -1
+
+
 def _certainly_unwanted(document: str, wanted: frozenset[str]) -> bool:
     kinds = []
-    for line in _TOP_LINE.findall("\n" + document):
-        if not _PLAIN_KEY.fullmatch(line):
+    for number, found in enumerate(_TOP_LINE.finditer("\n" + document)):
+        line = found.group(1)
+        if number >= MAX_TOP_LINES or not _PLAIN_KEY.fullmatch(line):
             return False
         if line.startswith("kind:"):
             kinds.append(line)

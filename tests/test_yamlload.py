@@ -315,6 +315,15 @@ def test_the_skim_blanks_only_what_it_can_tell_and_keeps_every_line() -> None:
     for odd in ("%YAML 1.1\n---\n", "--- !!map\n", "...\n", "a: 1\n...\n---\n"):
         assert yamlskim.skim(odd + crd, KINDS) is None, odd
     assert yamlskim.skim(deployment, KINDS) is None  # nothing to set aside
+    # what the skim holds is bounded: a stream of more documents, or a document of more
+    # lines at column 0, than real components have is left to the composer
+    many = "---\n".join([crd] * (yamlskim.MAX_DOCUMENTS + 2))
+    assert yamlskim.skim(many, KINDS) is None
+    wide = crd + "".join(f"k{n}: v\n" for n in range(yamlskim.MAX_TOP_LINES))
+    assert yamlskim.skim(f"{deployment}---\n{wide}", KINDS) is None
+    assert list(yamlload.iter_documents(f"{deployment}---\n{wide}", "f", kinds=KINDS)) == [
+        yaml.safe_load(deployment)
+    ]
 
 
 @pytest.mark.skipif(not yamlload.HAVE_LIBYAML, reason="PyYAML built without libyaml")
