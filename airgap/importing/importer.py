@@ -310,8 +310,9 @@ def run_import(
             providers = rewrite_providers(bundle, manifest, mappings, pin=options.pin)
             if wants_outputs and options.provider_source == "selector":
                 files = operator_outputs()
-            published = []
-            _publish_into(published, registry, options.target, providers)
+            staged = []
+            _stage_into(staged, registry, options.target, providers)
+            published = _name_staged(registry, staged)
         if confirmed is None:
             confirmed = [
                 PublishedImage(p.repository, p.tag, p.reference.rsplit("@", 1)[1])
@@ -402,28 +403,16 @@ class _ClosureScan:
         return closure_merged(found, self._scan.add(later))
 
 
-def _publish_into(
-    published: list[Published],
-    registry: Registry,
-    target: Target,
-    providers: list[RewrittenProvider],
-) -> None:
-    """Every provider's manifests image, as OpenShift's image-based installer reads it
-    (built only when needed: the builder's imports are not on a no-op re-import's path)."""
-    from airgap.mirror.manifestimage import publish_all
-
-    with phases.timed("providers/manifest-images", beside=True):
-        published += publish_all(registry, target, providers)
-
-
 def _stage_into(
     staged: list[Staged],
     registry: Registry,
     target: Target,
     providers: list[RewrittenProvider],
 ) -> None:
-    """Every provider's manifests image built and its blobs pushed (``Pusher.push``'s
-    ``beside_tags``); ``_name_staged`` tags them."""
+    """Every provider's manifests image, as OpenShift's image-based installer reads
+    it, built and its blobs pushed (a first import runs this as ``Pusher.push``'s
+    ``beside_tags``); ``_name_staged`` tags them. The builder's imports are loaded only
+    here: a no-op re-import never needs them."""
     from airgap.mirror.manifestimage import stage_all
 
     with phases.timed("providers/manifest-images", beside=True):

@@ -214,7 +214,6 @@ class Staged:
 
     published: Published
     manifest: Manifest | None
-    what: str
 
 
 def stage(
@@ -227,7 +226,7 @@ def stage(
     opened in one request (``find_or_start``), as the images' are. A tag that already
     names these bytes (a re-import) costs one HEAD and nothing else."""
     repository = repository_for(target, provider)
-    what = f"manifests image of {provider.type}/{provider.name} {provider.version}"
+    what = _what(provider)
     digest = image.manifest.digest
     published = Published(
         provider,
@@ -237,7 +236,7 @@ def stage(
         install_order(provider),
     )
     if registry.manifest_digest(repository, provider.version, what=what) == digest:
-        return Staged(published, None, what)
+        return Staged(published, None)
     for blob in (image.layer, image.config):
         blob_digest = sha256_digest(blob)
         session = registry.find_or_start(repository, blob_digest, what=what)
@@ -245,20 +244,25 @@ def stage(
             registry.upload_blob(
                 repository, blob_digest, len(blob), _body(blob), what=what, session=session
             )
-    return Staged(published, image.manifest, what)
+    return Staged(published, image.manifest)
 
 
 def name_image(registry: Registry, staged: Staged) -> Published:
     """The staged image's manifest under its tag, read back after: what the component
     list names must be what is there."""
-    published, manifest, what = staged.published, staged.manifest, staged.what
+    published, manifest = staged.published, staged.manifest
     if manifest is not None:
+        what = _what(published.provider)
         repository, tag = published.repository, published.tag
         registry.put_manifest(repository, tag, manifest, what=what)
         served = registry.manifest_digest(repository, tag, what=what)
         if served != manifest.digest:
             raise_mismatch(what, repository, tag, served, manifest.digest)
     return published
+
+
+def _what(provider: ProviderRecord) -> str:
+    return f"manifests image of {provider.type}/{provider.name} {provider.version}"
 
 
 def _body(blob: bytes) -> Callable[[int], Iterator[bytes]]:
@@ -298,13 +302,6 @@ def stage_all(
 def name_all(registry: Registry, staged: Sequence[Staged]) -> list[Published]:
     """``name_image`` for each staged image, side by side, in their order."""
     return run_parallel([partial(name_image, registry, s) for s in staged], PUBLISH_CONCURRENCY)
-
-
-def publish_all(
-    registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
-) -> list[Published]:
-    """A manifests image for every provider: staged, then named."""
-    return name_all(registry, stage_all(registry, target, providers))
 
 
 def ref_accepted(reference: str) -> bool:
