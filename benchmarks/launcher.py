@@ -5,7 +5,8 @@ the process that forked it (exec keeps the old address space's high-water mark),
 command spawned by the benchmark itself (~40 MiB of Python) would never show less than
 that. This launcher runs as ``python -S -I`` with the standard library only (~9 MiB),
 spawns each command with ``posix_spawn``, reaps it with ``os.wait4`` and answers one
-JSON line per request on stdout: ``{"rc", "seconds", "maxrss_kib", "cpu_seconds"}``
+JSON line per request on stdout: ``{"rc", "seconds", "maxrss_kib", "cpu_seconds",
+"system_seconds"}`` (``system_seconds``: the kernel's share of ``cpu_seconds``)
 (user + system time of the command).
 
 Requests are JSON lines on stdin: ``{"cmd": [...], "out": PATH, "err": PATH,
@@ -48,6 +49,7 @@ def _run(request):
         "seconds": time.perf_counter() - started,
         "maxrss_kib": usage.ru_maxrss,
         "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "system_seconds": usage.ru_stime,
     }
 
 

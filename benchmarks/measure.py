@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import resource
 import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,12 +39,16 @@ class CommandFailed(RuntimeError):
 @dataclass(frozen=True)
 class Sample:
     """One measured run: wall seconds, peak RSS (KiB) of the biggest process, CPU seconds
-    of the command(s) and of the registries it talked to (out of 2 x wall on 2 cores)."""
+    of the command(s) and of the registries it talked to (out of 2 x wall on 2 cores),
+    and the kernel's (system) share of each: what memory management and I/O cost, apart
+    from the programs' own work."""
 
     seconds: float
     rss_kib: int
     cpu_seconds: float = 0.0
     server_cpu_seconds: float = 0.0
+    system_seconds: float = 0.0
+    server_system_seconds: float = 0.0
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -50,14 +56,20 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def process_cpu(pids: Sequence[int]) -> float:
     """User + system CPU seconds so far of live processes (registries)."""
-    total = 0.0
+    return process_times(pids)[0]
+
+
+def process_times(pids: Sequence[int]) -> tuple[float, float]:
+    """CPU seconds so far of live processes (registries): user + system, and system."""
+    total = system = 0.0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / _TICK
-    return total
+        system += int(fields[12]) / _TICK
+    return total, system
 
 
 def registry_pid(registry: RegistryServer) -> int:
@@ -104,29 +116,38 @@ class Runner:
         assert self._launcher.stdin is not None and self._launcher.stdout is not None
         if sync:
             os.sync()
-        servers = process_cpu(watch)
+        before = process_times(watch)
         self._launcher.stdin.write(json.dumps(request) + "\n")
         self._launcher.stdin.flush()
         answer = json.loads(self._launcher.stdout.readline())
-        servers = process_cpu(watch) - servers
+        after = process_times(watch)
         if answer["rc"] != 0:
             tail = answer.get("error") or err.read_text(errors="replace")[-2000:]
             raise CommandFailed(f"{name} failed ({answer['rc']}): {shlex.join(cmd)}\n{tail}")
-        return Sample(answer["seconds"], answer["maxrss_kib"], answer["cpu_seconds"], servers)
+        return Sample(
+            answer["seconds"],
+            answer["maxrss_kib"],
+            answer["cpu_seconds"],
+            after[0] - before[0],
+            answer.get("system_seconds", 0.0),
+            after[1] - before[1],
+        )
 
     def run_loop(
         self, cmds: Sequence[Sequence[str]], name: str, *, watch: Sequence[int] = ()
     ) -> Sample:
         """Run commands one after the other: total time, largest peak RSS, total CPU."""
         os.sync()
-        servers = process_cpu(watch)
+        before = process_times(watch)
         started = time.perf_counter()
-        peak, cpu = 0, 0.0
+        peak, cpu, system = 0, 0.0, 0.0
         for cmd in cmds:
             sample = self.run(cmd, name, sync=False)
             peak, cpu = max(peak, sample.rss_kib), cpu + sample.cpu_seconds
+            system += sample.system_seconds
         elapsed = time.perf_counter() - started
-        return Sample(elapsed, peak, cpu, process_cpu(watch) - servers)
+        after = process_times(watch)
+        return Sample(elapsed, peak, cpu, after[0] - before[0], system, after[1] - before[1])
 
 
 # -- environments ----------------------------------------------------------------------
@@ -372,7 +393,17 @@ def machine_info() -> dict[str, object]:
         if output(["curl", "--version"])
         else "",
         "date": output(["date", "-u", "+%Y-%m-%d %H:%M UTC"]),
+        "python": python_info(),
     }
+
+
+def python_info() -> str:
+    """The interpreter airgap runs on (the benchmark's own: airgap is the same venv's
+    script), and how it was built: a shared-library build pays for every call into the
+    interpreter through the PLT, and a build without profile-guided optimisation is
+    slower still, which airgap's start-up and per-request CPU show."""
+    shared = "shared libpython" if sysconfig.get_config_var("Py_ENABLE_SHARED") else "static"
+    return f"Python {platform.python_version()} ({os.path.realpath(sys.executable)}, {shared})"
 
 
 def dump_json(path: Path, data: object) -> None:

@@ -44,6 +44,8 @@ def summarise(samples: list[Sample], size: int) -> dict[str, Any]:
     rss = [s.rss_kib for s in samples]
     cpu = statistics.median(s.cpu_seconds for s in samples)
     server = statistics.median(s.server_cpu_seconds for s in samples)
+    system = statistics.median(s.system_seconds for s in samples)
+    server_system = statistics.median(s.server_system_seconds for s in samples)
     return {
         "seconds": seconds,
         "median_seconds": keep(median, 3),
@@ -53,6 +55,8 @@ def summarise(samples: list[Sample], size: int) -> dict[str, Any]:
         "cpu_seconds": [keep(s.cpu_seconds, 2) for s in samples],
         "median_cpu_seconds": keep(cpu, 2),
         "median_registry_cpu_seconds": keep(server, 2),
+        "median_system_cpu_seconds": keep(system, 2),
+        "median_registry_system_cpu_seconds": keep(server_system, 2),
     }
 
 
@@ -125,8 +129,42 @@ def derive(
         "scale_time_per_byte_vs_shape": _scale(
             measurements, "mib_per_s", inverse=True, baseline="shape-"
         ),
+        "scale_per_byte_vs_shape": _scale_breakdown(measurements),
     }
     return metrics
+
+
+def _scale_breakdown(measurements: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per command, the scale run's time, user CPU and kernel (system) CPU per byte over
+    the same-shape 40-image run's, airgap and the registry it talked to together: says
+    whether a growth in time per byte is the programs' own work or the kernel's (memory
+    management, I/O). Empty without a scale run."""
+    breakdown: dict[str, dict[str, float]] = {}
+    for command in ("collect", "verify", "import"):
+        big = measurements.get(f"scale-{command}/airgap")
+        small = measurements.get(f"shape-{command}/airgap")
+        if not big or not small or "median_system_cpu_seconds" not in big:
+            continue
+        ratios = {}
+        for name, figure in (("time", _seconds), ("user_cpu", _user), ("system_cpu", _system)):
+            a, b = figure(big) / big["bytes"], figure(small) / small["bytes"]
+            if b > 0:
+                ratios[name] = keep(a / b, 2)
+        breakdown[command] = ratios
+    return breakdown
+
+
+def _seconds(entry: dict[str, Any]) -> float:
+    return float(entry["median_seconds"])
+
+
+def _system(entry: dict[str, Any]) -> float:
+    return float(entry["median_system_cpu_seconds"] + entry["median_registry_system_cpu_seconds"])
+
+
+def _user(entry: dict[str, Any]) -> float:
+    total = entry["median_cpu_seconds"] + entry["median_registry_cpu_seconds"]
+    return float(total) - _system(entry)
 
 
 def _scale(
@@ -361,7 +399,8 @@ def readme_section(results: dict[str, Any]) -> str:
             README_START,
             f"Latest run: **{machine['date']}** on {machine['nproc']} cores, "
             f"{machine['memory_gib']} GiB RAM ({machine['cpu']}), loopback registries "
-            f"(`{machine['registry']}`), {machine['skopeo']}, {machine['openssl']}.",
+            f"(`{machine['registry']}`), {machine['skopeo']}, {machine['openssl']}"
+            f"{_python(machine)}.",
             "",
             f"Command: `{results['command']}` (airgap at commit "
             f"{results['airgap']['commit']}{'+changes' if results['airgap']['dirty'] else ''}). "
@@ -377,6 +416,7 @@ def readme_section(results: dict[str, Any]) -> str:
             table(results),
             "",
             targets_table(results),
+            *_scale_note(results),
             *_missed_note(results),
             README_END,
         ]
@@ -392,6 +432,28 @@ def _providers(results: dict[str, Any]) -> str:
         f"{providers['providers']} realistic provider releases ({providers['mib']:.1f} MiB "
         "of CRD-heavy components, imported with all outputs)"
     )
+
+
+def _python(machine: dict[str, Any]) -> str:
+    python = machine.get("python")
+    return f", airgap on {python}" if python else ""
+
+
+def _scale_note(results: dict[str, Any]) -> list[str]:
+    """Where the scale run's time per byte went, per command (see _scale_breakdown)."""
+    breakdown = results["metrics"].get("scale_per_byte_vs_shape") or {}
+    parts = [
+        f"{command} time {_fmt(r.get('time'), 2)}x, user CPU {_fmt(r.get('user_cpu'), 2)}x, "
+        f"kernel CPU {_fmt(r.get('system_cpu'), 2)}x"
+        for command, r in breakdown.items()
+    ]
+    if not parts:
+        return []
+    return [
+        "",
+        "Scale run per byte, over 40 images of the same shape (airgap and the registry it "
+        f"talked to together): {'; '.join(parts)}.",
+    ]
 
 
 def _missed_note(results: dict[str, Any]) -> list[str]:

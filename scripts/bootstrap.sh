@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 # containerd and podman: the tests pull through the generated node mirror configuration
 # with the real runtimes (a private containerd on its own socket, podman with its own roots)
-packages=(docker-registry skopeo apache2-utils containerd podman umoci)
+# python3-venv: the virtualenv is made with Debian's own interpreter (below)
+packages=(docker-registry skopeo apache2-utils containerd podman umoci python3-venv)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -21,7 +22,18 @@ fi
 # The Debian package may start a system registry on :5000; airgap's tests and demo start
 # their own on ephemeral ports and do not need it.
 
-python=${PYTHON:-python3}
+# The interpreter: $PYTHON if set; otherwise Debian's /usr/bin/python3 when it is 3.11
+# or newer, else python3 from PATH. Debian builds its interpreter with profile-guided and
+# link-time optimisation and links it statically; a self-built one (pyenv's default:
+# shared libpython, no PGO) ran a no-op re-import 14% and a fresh import 4% slower here
+# (benchmarks/README.md, Findings). An existing .venv is kept: remove it to change.
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  python=python3
+  if /usr/bin/python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    python=/usr/bin/python3
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv" >&2
   "$python" -m venv .venv

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.measure import Sample
-from benchmarks.report import MIB, keep, summarise, table
+from benchmarks.report import MIB, _scale_note, derive, keep, summarise, table
 from tests.harness.registry import REGISTRY_BINARY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +102,33 @@ def test_tiny_figures_are_never_rounded_to_zero() -> None:
     assert row.startswith("| 4 tiny | airgap | 2.50 | 0.0016 |"), row
 
 
+def test_the_scale_run_says_whose_time_grew() -> None:
+    """The scale run's time, user CPU and kernel CPU per byte over the same-shape run's,
+    airgap and its registry together, each from the samples' own figures."""
+    shape = summarise(
+        [Sample(1.0, 1, 0.9, 0.7, system_seconds=0.3, server_system_seconds=0.4)], 400 * MIB
+    )
+    # 50 times the bytes: the same user CPU per byte, twice the kernel's, 1.2x the time
+    scale = summarise(
+        [Sample(60.0, 1, 55.0, 60.0, system_seconds=30.0, server_system_seconds=40.0)],
+        20_000 * MIB,
+    )
+    assert (scale["median_system_cpu_seconds"], scale["median_registry_system_cpu_seconds"]) == (
+        30.0,
+        40.0,
+    )
+    metrics = derive({"shape-collect/airgap": shape, "scale-collect/airgap": scale}, [])
+    assert metrics["scale_per_byte_vs_shape"] == {
+        "collect": {"time": 1.2, "user_cpu": 1.0, "system_cpu": 2.0}
+    }
+    results = {"metrics": metrics}
+    assert _scale_note(results)[-1].endswith(
+        "collect time 1.20x, user CPU 1.00x, kernel CPU 2.00x."
+    )
+    assert derive({}, [])["scale_per_byte_vs_shape"] == {}  # no scale run, nothing said
+    assert _scale_note({"metrics": derive({}, [])}) == []
+
+
 @pytest.mark.slow
 @needs_tools
 def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
@@ -143,6 +170,11 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
     assert all(isinstance(target["met"], bool) for target in targets.values())
     assert data["workload"]["main"]["indexes"] >= 1  # multi-arch images are in the mix
     assert data["machine"]["nproc"] >= 1 and data["machine"]["date"]
+    assert data["machine"]["python"].startswith("Python 3.")  # the interpreter airgap ran on
+    for key in MEASUREMENTS:  # the kernel's share of each command's CPU, and the registry's
+        entry = data["measurements"][key]
+        assert 0 <= entry["median_system_cpu_seconds"] <= entry["median_cpu_seconds"], key
+        assert entry["median_registry_system_cpu_seconds"] >= 0, key
 
     assert "| collect | airgap |" in result.stdout  # the printed table
     assert "updated the Benchmark section" not in result.stdout  # --quick leaves README alone

@@ -20,13 +20,14 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer, make_metadata
+from tests.harness.tarextract import extract
 
 
 @pytest.fixture(scope="module")
 def extracted(capi_bundle: CollectedBundle, tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("extracted")
     with tarfile.open(capi_bundle.path) as tar:
-        tar.extractall(target, filter="data")
+        extract(tar, target)
     return target
 
 
@@ -350,7 +351,7 @@ def test_pull_mirror_keeps_the_original_reference(
     (image,) = json.loads(run_airgap("inspect", output, "--format", "json").stdout)["images"]
     assert (image["reference"], image["digest"]) == (upstream, app.digest)
     with tarfile.open(output) as tar:
-        tar.extractall(tmp_path / "x", filter="data")
+        extract(tar, tmp_path / "x")
     assert sha256_digest(skopeo.raw_manifest_oci(tmp_path / "x/images", upstream)) == app.digest
 
 

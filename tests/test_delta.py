@@ -24,6 +24,7 @@ from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryServer
+from tests.harness.tarextract import extract
 
 PREFIX = "mirror"
 BLOBS = "images/blobs/sha256/"
@@ -216,11 +217,7 @@ def test_base_then_delta_resolves_every_image_with_source_digests(
 
 def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_path: Path) -> None:
     with tarfile.open(delta_bundles.old) as tar:
-        tar.extractall(
-            tmp_path,
-            members=[tar.getmember(MANIFEST_NAME), tar.getmember(SIGNATURE_NAME)],
-            filter="data",
-        )
+        extract(tar, tmp_path, [tar.getmember(MANIFEST_NAME), tar.getmember(SIGNATURE_NAME)])
     manifest = tmp_path / MANIFEST_NAME
     output = tmp_path / "from-manifest.tar"
     key = delta_bundles.key
