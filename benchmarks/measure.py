@@ -18,7 +18,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -52,11 +51,6 @@ class Sample:
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pids: Sequence[int]) -> float:
-    """User + system CPU seconds so far of live processes (registries)."""
-    return process_times(pids)[0]
 
 
 def process_times(pids: Sequence[int]) -> tuple[float, float]:
@@ -214,6 +208,18 @@ class CurlRun:
     seconds: float = 0.0
     curl_cpu: float = 0.0
     server_cpu: float = 0.0
+    curl_system: float = 0.0
+    server_system: float = 0.0
+
+    def sample(self, rss_kib: int = 0) -> Sample:
+        return Sample(
+            self.seconds,
+            rss_kib,
+            self.curl_cpu,
+            self.server_cpu,
+            self.curl_system,
+            self.server_system,
+        )
 
 
 @contextlib.contextmanager
@@ -221,14 +227,17 @@ def curl_timed(server_pid: int) -> Iterator[CurlRun]:
     """Time what runs inside: wall clock, CPU of the child processes it waited for
     (curl) and CPU of the server process, filled in when the block ends."""
     run = CurlRun()
-    servers = process_cpu([server_pid])
+    servers = process_times([server_pid])
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     yield run
     run.seconds = time.perf_counter() - started
-    run.server_cpu = process_cpu([server_pid]) - servers
+    after_servers = process_times([server_pid])
+    run.server_cpu = after_servers[0] - servers[0]
+    run.server_system = after_servers[1] - servers[1]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     run.curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    run.curl_system = after.ru_stime - children.ru_stime
 
 
 def curl_config(path: Path, entries: list[dict[str, str]]) -> Path:
@@ -264,7 +273,7 @@ def raw_ingest(
         codes = _upload(registry, order, blobs, posts, parallel, env, workdir)
     if codes != ["201"] * len(order):
         raise RuntimeError(f"raw ingest: unexpected statuses {sorted(set(codes))}")
-    return Sample(timed.seconds, 0, timed.curl_cpu, timed.server_cpu)
+    return timed.sample()
 
 
 def _upload(
@@ -344,7 +353,7 @@ def raw_download(
     expected = sum(sizes[digest] for digest in order)
     if written != expected:
         raise RuntimeError(f"raw download: {written} bytes written, {expected} expected")
-    return Sample(timed.seconds, 0, timed.curl_cpu, timed.server_cpu)
+    return timed.sample()
 
 
 def registry_has_blobs(registry: RegistryServer, repository: str, digests: list[str]) -> bool:
@@ -401,9 +410,15 @@ def python_info() -> str:
     """The interpreter airgap runs on (the benchmark's own: airgap is the same venv's
     script), and how it was built: a shared-library build pays for every call into the
     interpreter through the PLT, and a build without profile-guided optimisation is
-    slower still, which airgap's start-up and per-request CPU show."""
-    shared = "shared libpython" if sysconfig.get_config_var("Py_ENABLE_SHARED") else "static"
-    return f"Python {platform.python_version()} ({os.path.realpath(sys.executable)}, {shared})"
+    slower still, which airgap's start-up and per-request CPU show. Whether libpython is
+    shared is read from what this process has mapped: sysconfig's ``Py_ENABLE_SHARED``
+    says what the build also produced (Debian's says 1; its ``python3.11`` is static)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        maps = ""
+    linked = "shared libpython" if "/libpython3" in maps else "libpython linked in"
+    return f"Python {platform.python_version()} ({os.path.realpath(sys.executable)}, {linked})"
 
 
 def dump_json(path: Path, data: object) -> None:

@@ -94,7 +94,7 @@ def pull_all(
     expected = sum(sizes[digest] for digest in order)
     if received != expected:
         raise RuntimeError(f"pulls from {host}: {received} bytes received, {expected} expected")
-    return Sample(timed.seconds, _peak_rss_kib(server_pid), timed.curl_cpu, timed.server_cpu)
+    return timed.sample(_peak_rss_kib(server_pid))
 
 
 def _peak_rss_kib(pid: int) -> int:
