@@ -24,7 +24,7 @@ fi
 
 # The interpreter: $PYTHON if set; otherwise Debian's /usr/bin/python3 when it is 3.11
 # or newer, else python3 from PATH. Debian builds its interpreter with profile-guided and
-# link-time optimisation and links it statically; a self-built one (pyenv's default:
+# link-time optimisation, libpython linked into the binary; a self-built one (pyenv's default:
 # shared libpython, no PGO) ran a no-op re-import 16% and a fresh import 4% slower here
 # (benchmarks/README.md, Findings). An existing .venv is kept: remove it to change.
 python=${PYTHON:-}
