@@ -1,8 +1,9 @@
 """Extracting test bundles with tarfile, safely on every Python 3.11.
 
 ``filter="data"`` (PEP 706) arrived in 3.11.4; a distribution's 3.11 may predate it
-(Debian 12's 3.11.2). Without it, the same refusals are made here before extracting:
-only regular files and directories, no absolute path, nothing climbing out."""
+(Debian 12's 3.11.2). Without it, members are checked here before extracting: only
+regular files and directories, nothing climbing out, and an absolute name is refused
+(where the filter would strip its leading slash)."""
 
 from __future__ import annotations
 
