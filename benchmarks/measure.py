@@ -66,6 +66,12 @@ def process_times(pids: Sequence[int]) -> tuple[float, float]:
     return total, system
 
 
+def times_since(before: tuple[float, float], pids: Sequence[int]) -> tuple[float, float]:
+    """``process_times`` of ``pids`` now, less ``before``."""
+    total, system = process_times(pids)
+    return total - before[0], system - before[1]
+
+
 def registry_pid(registry: RegistryServer) -> int:
     process = registry._process  # the harness keeps it private; the benchmark only reads it
     return process.pid if process is not None else -1
@@ -114,7 +120,7 @@ class Runner:
         self._launcher.stdin.write(json.dumps(request) + "\n")
         self._launcher.stdin.flush()
         answer = json.loads(self._launcher.stdout.readline())
-        after = process_times(watch)
+        servers, server_system = times_since(before, watch)
         if answer["rc"] != 0:
             tail = answer.get("error") or err.read_text(errors="replace")[-2000:]
             raise CommandFailed(f"{name} failed ({answer['rc']}): {shlex.join(cmd)}\n{tail}")
@@ -122,9 +128,9 @@ class Runner:
             answer["seconds"],
             answer["maxrss_kib"],
             answer["cpu_seconds"],
-            after[0] - before[0],
+            servers,
             answer.get("system_seconds", 0.0),
-            after[1] - before[1],
+            server_system,
         )
 
     def run_loop(
@@ -140,8 +146,8 @@ class Runner:
             peak, cpu = max(peak, sample.rss_kib), cpu + sample.cpu_seconds
             system += sample.system_seconds
         elapsed = time.perf_counter() - started
-        after = process_times(watch)
-        return Sample(elapsed, peak, cpu, after[0] - before[0], system, after[1] - before[1])
+        servers, server_system = times_since(before, watch)
+        return Sample(elapsed, peak, cpu, servers, system, server_system)
 
 
 # -- environments ----------------------------------------------------------------------
@@ -232,9 +238,7 @@ def curl_timed(server_pid: int) -> Iterator[CurlRun]:
     started = time.perf_counter()
     yield run
     run.seconds = time.perf_counter() - started
-    after_servers = process_times([server_pid])
-    run.server_cpu = after_servers[0] - servers[0]
-    run.server_system = after_servers[1] - servers[1]
+    run.server_cpu, run.server_system = times_since(servers, [server_pid])
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     run.curl_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     run.curl_system = after.ru_stime - children.ru_stime

@@ -140,10 +140,8 @@ def _scale_breakdown(measurements: dict[str, dict[str, Any]]) -> dict[str, dict[
     whether a growth in time per byte is the programs' own work or the kernel's (memory
     management, I/O). Empty without a scale run."""
     breakdown: dict[str, dict[str, float]] = {}
-    for command in ("collect", "verify", "import"):
-        big = measurements.get(f"scale-{command}/airgap")
-        small = measurements.get(f"shape-{command}/airgap")
-        if not big or not small or "median_system_cpu_seconds" not in big:
+    for command, big, small in _scale_pairs(measurements, "shape-"):
+        if "median_system_cpu_seconds" not in big:
             continue
         ratios = {}
         for name, figure in (("time", _seconds), ("user_cpu", _user), ("system_cpu", _system)):
@@ -175,15 +173,25 @@ def _scale(
     rate: time per byte). ``baseline``: the 40-image run is ``BASELINE-COMMAND`` (the
     40 images of the scale run's shape, ``shape-``) rather than the main run."""
     ratios = []
-    for command in ("collect", "verify", "import"):
-        big, main = (
-            measurements.get(f"scale-{command}/airgap"),
-            measurements.get(f"{baseline}{command}/airgap"),
-        )
-        if big and main and big.get(field) and main.get(field):
+    for _, big, main in _scale_pairs(measurements, baseline):
+        if big.get(field) and main.get(field):
             a, b = (main[field], big[field]) if inverse else (big[field], main[field])
             ratios.append(a / b)
     return keep(max(ratios), 3) if ratios else None
+
+
+def _scale_pairs(
+    measurements: dict[str, dict[str, Any]], baseline: str
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(command, scale run's entry, 40-image run's entry)`` for collect, verify and
+    import where both were measured; the 40-image run is ``BASELINE-COMMAND``."""
+    pairs = []
+    for command in ("collect", "verify", "import"):
+        big = measurements.get(f"scale-{command}/airgap")
+        small = measurements.get(f"{baseline}{command}/airgap")
+        if big and small:
+            pairs.append((command, big, small))
+    return pairs
 
 
 def _big_increase(measurements: dict[str, dict[str, Any]]) -> float | None:
