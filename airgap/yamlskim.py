@@ -68,6 +68,7 @@ MAX_BRACKETS = 4096  # brackets in one document worth bounding; more: composed i
 MAX_TOP_LINES = 1000  # lines at column 0 of one document (real ones have a handful)
 MAX_DOCUMENTS = 10_000  # documents in one stream (a components file has ~100)
 _LINE_LEVELS = 4  # the root mapping, a "- key:" entry's two levels, and its value
+_FEW_BRACKETS = 4  # openings so few that their count is bound enough, without the scan
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def _flow_bound(document: str) -> int | None:
     largest excess of openings over closings in any stretch (quoted ones counted too:
     an upper bound); None when there are too many brackets to bother."""
     openings = document.count("[") + document.count("{")
-    if openings <= _LINE_LEVELS:
+    if openings <= _FEW_BRACKETS:  # no more can be open than were opened
         return openings
     # each bracket as 2 (opening) or 0 (closing), everything else deleted, in C
     steps = document.encode().translate(_STEP, _NOT_A_BRACKET)
