@@ -130,8 +130,40 @@ def derive(
             measurements, "mib_per_s", inverse=True, baseline="shape-"
         ),
         "scale_per_byte_vs_shape": _scale_breakdown(measurements),
+        "scale_per_byte_vs_reference": _scale_vs_reference(measurements),
     }
     return metrics
+
+
+# the machine's own handling of the scale run's bytes, per command: curl's download of the
+# same blobs (collect), openssl's sha256 of the same bundle (verify)
+SCALE_REFERENCES = {"collect": "curl", "verify": "openssl"}
+
+
+def _scale_vs_reference(measurements: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per command whose reference tool ran at both sizes: how the reference's own time
+    per byte grew from the same-shape 40-image run to the scale run (``reference``), and
+    airgap's growth over that (``airgap_over_reference``; 1.0: airgap's time per byte grows
+    exactly as the machine's does). Separates what airgap does with more images from what
+    the machine does with more bytes than its memory holds. Empty without a scale run."""
+    out: dict[str, dict[str, float]] = {}
+    for command, big, small in _scale_pairs(measurements, "shape-"):
+        tool = SCALE_REFERENCES.get(command)
+        reference_big = measurements.get(f"scale-{command}/{tool}")
+        reference_small = measurements.get(f"shape-{command}/{tool}")
+        if not (reference_big and reference_small):
+            continue
+        reference = _per_byte(reference_big) / _per_byte(reference_small)
+        growth = _per_byte(big) / _per_byte(small)
+        out[command] = {
+            "reference": keep(reference, 2),
+            "airgap_over_reference": keep(growth / reference, 2),
+        }
+    return out
+
+
+def _per_byte(entry: dict[str, Any]) -> float:
+    return _seconds(entry) / float(entry["bytes"])
 
 
 def _scale_breakdown(measurements: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -457,10 +489,19 @@ def _scale_note(results: dict[str, Any]) -> list[str]:
     ]
     if not parts:
         return []
+    references = results["metrics"].get("scale_per_byte_vs_reference") or {}
+    machine = [
+        f"{SCALE_REFERENCES[command]} {_fmt(r.get('reference'), 2)}x for {command} "
+        f"(airgap's growth over it {_fmt(r.get('airgap_over_reference'), 2)}x)"
+        for command, r in references.items()
+    ]
+    said = (
+        f" The machine's own tools on the same bytes grew: {'; '.join(machine)}." if machine else ""
+    )
     return [
         "",
         "Scale run per byte, over 40 images of the same shape (airgap and the registry it "
-        f"talked to together): {'; '.join(parts)}.",
+        f"talked to together): {'; '.join(parts)}.{said}",
     ]
 
 

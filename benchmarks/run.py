@@ -65,6 +65,9 @@ SCALE_FRESH_PAGES = 4 * GIB
 # lists them again as plain images, so the bytes moved stay those of the main set)
 PROVIDER_IMAGES = 6
 SERVE_PARALLEL = 8  # blobs pulled at once from airgap serve and docker-registry
+# the scale run's download reference: curl's GETs this many at a time (the main run's
+# download limit varies by ~2% between 4, 8 and 16)
+SCALE_DOWNLOAD_PARALLEL = 8
 
 
 def snapshot_airgap(out: Path, source: str) -> dict[str, Any]:
@@ -464,8 +467,10 @@ class Bench:
         return scale_set
 
     def _scale_commands(self, label: str, root: Path, scale_set: scale.ScaleSet) -> None:
-        """collect (from a registry over ``root``'s storage), verify, openssl and a cold
-        import of one generated set, recorded as ``LABEL-COMMAND/TOOL``."""
+        """curl's download, collect (both from a registry over ``root``'s storage), verify,
+        openssl and a cold import of one generated set, recorded as ``LABEL-COMMAND/TOOL``.
+        curl and openssl are the machine's own reading and writing of the same bytes at
+        the same size: how far a growth in time per byte is the machine's."""
         self.settle()
         source = RegistryServer(root / "registry", "plain")
         try:
@@ -476,6 +481,7 @@ class Bench:
             bundle = self.work / f"{label}.tar"
             size = scale_set.bytes
             self.log(f"{label}: {len(images)} images, {size / GIB:.1f} GiB of distinct blobs")
+            self._scale_download(label, source, root / "registry" / "storage")
             self.fresh_pages(min(size, SCALE_FRESH_PAGES))
             cmd = [*self.airgap, "collect", str(spec), "--sign-key", str(self.key)]
             sample = self.runner.run(
@@ -508,6 +514,24 @@ class Bench:
             )
             self.record(f"{label}-import/airgap", f"{label}: import", "airgap", size, sample)
         bundle.unlink()
+
+    def _scale_download(self, label: str, source: RegistryServer, storage: Path) -> None:
+        """The set's configs and layers fetched by curl into one new file, as the main
+        run's download limit: collect's reference at this size."""
+        repositories, sizes = scale.layer_sources(storage)
+        size = sum(sizes.values())
+        self.fresh_pages(min(size, SCALE_FRESH_PAGES))
+        sample = raw_download(
+            source,
+            repositories,
+            sizes,
+            SCALE_DOWNLOAD_PARALLEL,
+            self.env,
+            self.work / "raw",
+            self.work / f"{label}-download.bin",
+        )
+        tool = f"curl --parallel x{SCALE_DOWNLOAD_PARALLEL}"
+        self.record(f"{label}-collect/curl", f"{label}: collect", tool, size, sample)
 
     def page_cache(self, size: int) -> None:
         """Calibration: writing as many bytes as the workload into a new file (dd, page

@@ -163,6 +163,21 @@ def generate(storage_root: Path, images: int = SCALE_IMAGES, total: int = SCALE_
     return ScaleSet(references, distinct, blobs)
 
 
+def layer_sources(storage_root: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """Every config and layer of a generated set, as the raw download GETs them: (digest
+    -> the first repository that links it, digest -> size), read back from the storage."""
+    storage = _Storage(storage_root)
+    repositories_root = storage.root / "repositories"
+    repositories: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    for link in sorted(repositories_root.glob("*/*/_layers/sha256/*/link")):
+        digest = link.read_text()
+        if digest not in repositories:
+            repositories[digest] = "/".join(link.relative_to(repositories_root).parts[:2])
+            sizes[digest] = storage.blob_path(digest).stat().st_size
+    return repositories, sizes
+
+
 def free_bytes(path: Path) -> int:
     stats = os.statvfs(path)
     return stats.f_bavail * stats.f_frsize

@@ -75,6 +75,17 @@ METRICS = [
     "providers_import_seconds",
     "providers_configmaps_seconds",
 ]
+SCALE_MEASUREMENTS = [
+    f"{label}-{command}/{tool}"
+    for label in ("shape", "scale")
+    for command, tool in (
+        ("collect", "curl"),
+        ("collect", "airgap"),
+        ("verify", "airgap"),
+        ("verify", "openssl"),
+        ("import", "airgap"),
+    )
+]
 # provider handling of the realistic providers: a phase time, not a process (no RSS)
 PROVIDER_LINES = ["providers/collect", "providers/import", "providers/configmaps"]
 
@@ -117,14 +128,29 @@ def test_the_scale_run_says_whose_time_grew() -> None:
         30.0,
         40.0,
     )
-    metrics = derive({"shape-collect/airgap": shape, "scale-collect/airgap": scale}, [])
+    # curl's download of the same bytes: 1.5x the time per byte at the larger size
+    curl_shape = summarise([Sample(0.5, 1, 0.2)], 400 * MIB)
+    curl_scale = summarise([Sample(37.5, 1, 10.0)], 20_000 * MIB)
+    measurements = {
+        "shape-collect/airgap": shape,
+        "scale-collect/airgap": scale,
+        "shape-collect/curl": curl_shape,
+        "scale-collect/curl": curl_scale,
+    }
+    metrics = derive(measurements, [])
     assert metrics["scale_per_byte_vs_shape"] == {
         "collect": {"time": 1.2, "user_cpu": 1.0, "system_cpu": 2.0}
     }
+    assert metrics["scale_per_byte_vs_reference"] == {
+        "collect": {"reference": 1.5, "airgap_over_reference": 0.8}
+    }
     results = {"metrics": metrics}
     assert _scale_note(results)[-1].endswith(
-        "collect time 1.20x, user CPU 1.00x, kernel CPU 2.00x."
+        "collect time 1.20x, user CPU 1.00x, kernel CPU 2.00x. The machine's own tools on "
+        "the same bytes grew: curl 1.50x for collect (airgap's growth over it 0.80x)."
     )
+    del measurements["scale-collect/curl"]  # a reference at one size only: nothing said
+    assert derive(measurements, [])["scale_per_byte_vs_reference"] == {}
     assert derive({}, [])["scale_per_byte_vs_shape"] == {}  # no scale run, nothing said
     assert _scale_note({"metrics": derive({}, [])}) == []
 
@@ -134,7 +160,10 @@ def test_the_scale_run_says_whose_time_grew() -> None:
 def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
     out = tmp_path / "bench-out"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
+        [
+            *(sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)),
+            *("--scale", "--scale-images", "8", "--scale-gib", "0.02"),  # the scale run, tiny
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -165,8 +194,19 @@ def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:
         assert isinstance(data["metrics"][metric], int | float), metric
     assert set(data["metrics"]["peak_rss_mib"]) >= {"collect", "import", "reimport", "verify"}
 
+    for key in SCALE_MEASUREMENTS:  # three same-shape repetitions, one scale run
+        entry = data["measurements"][key]
+        assert len(entry["seconds"]) == (3 if key.startswith("shape-") else 1), key
+        assert entry["median_seconds"] > 0 and entry["bytes"] > 0, key
+    for metric in ("scale_rss_vs_main", "scale_time_per_byte_vs_shape"):
+        assert isinstance(data["metrics"][metric], int | float), metric
+    assert set(data["metrics"]["scale_per_byte_vs_shape"]) == {"collect", "verify", "import"}
+    references = data["metrics"]["scale_per_byte_vs_reference"]
+    assert set(references) == {"collect", "verify"}
+    assert all(r["reference"] > 0 and r["airgap_over_reference"] > 0 for r in references.values())
+
     targets = {target["metric"]: target for target in data["targets"]}
-    assert len(targets) == 12
+    assert len(targets) == 14  # the two scale targets too
     assert all(isinstance(target["met"], bool) for target in targets.values())
     assert data["workload"]["main"]["indexes"] >= 1  # multi-arch images are in the mix
     assert data["machine"]["nproc"] >= 1 and data["machine"]["date"]
