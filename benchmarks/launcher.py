@@ -6,8 +6,8 @@ command spawned by the benchmark itself (~40 MiB of Python) would never show les
 that. This launcher runs as ``python -S -I`` with the standard library only (~9 MiB),
 spawns each command with ``posix_spawn``, reaps it with ``os.wait4`` and answers one
 JSON line per request on stdout: ``{"rc", "seconds", "maxrss_kib", "cpu_seconds",
-"system_seconds"}`` (``system_seconds``: the kernel's share of ``cpu_seconds``)
-(user + system time of the command).
+"system_seconds"}`` (``cpu_seconds``: user + system time of the command;
+``system_seconds``: the kernel's share of it).
 
 Requests are JSON lines on stdin: ``{"cmd": [...], "out": PATH, "err": PATH,
 "timeout": seconds}``.

@@ -112,10 +112,10 @@ def main() -> int:
             cpu = statistics.median(c for _, c, _ in samples)
             print(f"{name:10s} command {wall:.3f} / {cpu:.3f}")
             keys = sorted({k for _, _, times in samples for k in times})
-            for key in keys:
-                phase_wall = statistics.median(t.get(key, (0.0, 0.0))[0] for _, _, t in samples)
-                phase_cpu = statistics.median(t.get(key, (0.0, 0.0))[1] for _, _, t in samples)
-                print(f"{'':10s} {key:18s} {phase_wall:.3f} / {phase_cpu:.3f}")
+            for phase in keys:
+                phase_wall = statistics.median(t.get(phase, (0.0, 0.0))[0] for _, _, t in samples)
+                phase_cpu = statistics.median(t.get(phase, (0.0, 0.0))[1] for _, _, t in samples)
+                print(f"{'':10s} {phase:18s} {phase_wall:.3f} / {phase_cpu:.3f}")
             if keys:
                 mine = [k for k in keys if k.startswith("providers/")]
                 total = [sum(t.get(k, (0.0, 0.0))[0] for k in mine) for _, _, t in samples]

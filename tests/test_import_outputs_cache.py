@@ -239,7 +239,8 @@ def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(data)
         (tmp_path / name).chmod(0o644)
     found = outputcache.load(tmp_path, key, given)
-    assert found is not None and found.files == files and found.missing == {"Secret x": ["UNSET"]}
+    assert found is not None and sorted(found.files) == sorted(files)
+    assert found.missing == {"Secret x": ["UNSET"]}
     environment = VariableValues.from_sources({"token": "s3cret-value"}, {"TOKEN": "other"})
     assert outputcache.load(tmp_path, key, environment) is None
     assert outputcache.load(tmp_path, {**key, "pin": False}, given) is None
@@ -254,3 +255,45 @@ def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
     for hostile in (b"[" * 100_000, b'{"format": 1, "key": 5}', b"\xff", b""):
         (tmp_path / outputcache.RECORD).write_bytes(hostile)
         assert outputcache.load(tmp_path, key, given) is None
+
+
+def test_every_listed_file_must_match_its_size_mode_and_hash(tmp_path: Path) -> None:
+    """Each listed file is hashed as it is read, through a buffer smaller than the
+    largest: a change anywhere in it, one byte more or less, or another mode, and the
+    record matches no longer; put back as it was, it matches again."""
+    key = outputcache.options_key(
+        bundle_manifest=b"{}",
+        target="registry.example/capi",
+        keep_registry=False,
+        pin=True,
+        namespace=None,
+        provider_source="selector",
+        location=tmp_path,
+        ca_pem=None,
+    )
+    big = bytes(range(256)) * (3 * 4096 + 7)  # ~3 MiB: several reads of the buffer
+    files = {"components.yaml": big, "small.txt": b"a=b\n"}
+    values = VariableValues.from_sources({}, {})
+    record = outputcache.record_bytes(
+        key,
+        files,
+        asked=set(),
+        values=values,
+        published=[],
+        missing={},
+        references={},
+        plain_http=False,
+    )
+    for name, data in [*files.items(), (outputcache.RECORD, bytes(record))]:
+        (tmp_path / name).write_bytes(data)
+        (tmp_path / name).chmod(0o644)
+    assert outputcache.load(tmp_path, key, values) is not None
+    changed_last = big[:-1] + bytes([big[-1] ^ 1])
+    changed_first = bytes([big[0] ^ 1]) + big[1:]
+    for altered in (changed_last, changed_first, big + b"\n", big[:-1]):
+        (tmp_path / "components.yaml").write_bytes(altered)
+        assert outputcache.load(tmp_path, key, values) is None
+    (tmp_path / "components.yaml").write_bytes(big)
+    assert outputcache.load(tmp_path, key, values) is not None
+    (tmp_path / "small.txt").chmod(0o640)
+    assert outputcache.load(tmp_path, key, values) is None

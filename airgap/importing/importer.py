@@ -321,7 +321,7 @@ def run_import(
         if wants_outputs and options.provider_source == "oci":
             files = operator_outputs(registry)  # publishes the provider artifacts
         if recorded is not None:
-            files, found = recorded.files, dict(recorded.references)
+            found = dict(recorded.references)
             missing.update(recorded.missing)
         elif options.output_dir is not None:
             files |= import_files(

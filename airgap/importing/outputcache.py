@@ -43,6 +43,7 @@ MAX_RECORD_BYTES = 16 << 20  # a few hundred files' names and hashes, and refere
 MAX_OUTPUT_BYTES = 256 << 20  # all listed files together: a few MB in practice
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_HASH_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, repr=False)
@@ -71,7 +72,7 @@ class PublishedImage:
 class Recorded:
     """Outputs found whole in the output directory, as the record lists them."""
 
-    files: dict[str, bytes]  # relative path -> the bytes read back (SecretBytes if 0600)
+    files: list[str]  # relative paths, each found whole: its size, mode and sha256
     published: list[PublishedImage]
     missing: dict[str, list[str]]  # the import's missing variables (names only)
     references: dict[str, str]  # the closure's references in ``files`` -> first file
@@ -210,14 +211,12 @@ def _recorded(reader: _Reader, document: dict[str, Any]) -> Recorded | None:
     listed: dict[str, Any] = document["files"]
     if not listed or sum(int(entry["size"]) for entry in listed.values()) > MAX_OUTPUT_BYTES:
         return None
-    files: dict[str, bytes] = {}
     for path, entry in listed.items():
-        data = reader.read(path, int(entry["size"]), mode=int(str(entry["mode"]), 8))
-        if data is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        mode = int(str(entry["mode"]), 8)
+        if not reader.matches(path, int(entry["size"]), mode, str(entry["sha256"])):
             return None
-        files[path] = SecretBytes(data) if entry["mode"] == "600" else data
     return Recorded(
-        files,
+        list(listed),
         [
             PublishedImage(str(item["repository"]), str(item["tag"]), str(item["digest"]))
             for item in document["manifestsImages"]
@@ -244,6 +243,7 @@ class _Reader:
         self._fds: dict[tuple[str, ...], int] = {
             (): os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         }
+        self._buffer = bytearray(_HASH_CHUNK)
 
     def __enter__(self) -> _Reader:
         return self
@@ -259,9 +259,9 @@ class _Reader:
             found = self._fds[parts] = os.open(parts[-1], _DIRECTORY_FLAGS, dir_fd=parent)
         return found
 
-    def read(self, relative: str, size: int, *, mode: int | None = None) -> bytes | None:
-        """The file's bytes if it is a regular file of exactly ``size`` bytes (at most,
-        without ``mode``) and, with ``mode``, those permission bits; else None."""
+    def _open(self, relative: str) -> tuple[int, os.stat_result] | None:
+        """A descriptor of the regular file and its status; None when it is missing,
+        a link (anywhere on the way) or not a regular file."""
         parts = output_parts(relative)
         try:
             directory = self._directory(tuple(parts[:-1]))
@@ -270,11 +270,40 @@ class _Reader:
             if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
                 return None
             raise
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            if mode is not None and (info.st_size != size or stat.S_IMODE(info.st_mode) != mode):
-                return None
-            data = handle.read(size + 1)
-        return data if len(data) <= size else None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            return None
+        return fd, info
+
+    def read(self, relative: str, limit: int) -> bytes | None:
+        """The file's bytes if it is a regular file of at most ``limit`` bytes."""
+        opened = self._open(relative)
+        if opened is None:
+            return None
+        with os.fdopen(opened[0], "rb") as handle:
+            data = handle.read(limit + 1)
+        return data if len(data) <= limit else None
+
+    def matches(self, relative: str, size: int, mode: int, sha256: str) -> bool:
+        """Whether the file is a regular file of exactly ``size`` bytes, with ``mode``'s
+        permission bits and that sha256. Hashed through one reused buffer: a re-import
+        needs the outputs' hashes, never their bytes (a few MB of fresh memory, which is
+        slow to touch on some VMs, each time)."""
+        opened = self._open(relative)
+        if opened is None:
+            return False
+        fd, info = opened
+        with os.fdopen(fd, "rb", buffering=0) as handle:
+            if info.st_size != size or stat.S_IMODE(info.st_mode) != mode:
+                return False
+            hasher = hashlib.sha256()
+            view = memoryview(self._buffer)
+            seen = 0
+            while seen <= size:  # one read past the size: a file that grew is no match
+                got = handle.readinto(view)
+                if not got:
+                    break
+                hasher.update(view[:got])
+                seen += got
+        return seen == size and secrets.compare_digest(hasher.hexdigest(), sha256)
