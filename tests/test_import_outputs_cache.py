@@ -208,19 +208,24 @@ def test_a_manifests_image_gone_from_the_target_is_rebuilt_and_pushed(
     assert {c["status"] for c in report["conditions"] if c["type"] == "Available"} == {"True"}
 
 
-def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
-    """Other values for the variables the outputs asked for are another output (the
-    Secrets): no match. The record is a secret file and names no value."""
-    key = outputcache.options_key(
+def _options_key(location: Path) -> dict[str, object]:
+    """The key of an import of an empty bundle manifest with default options."""
+    return outputcache.options_key(
         bundle_manifest=b"{}",
         target="registry.example/capi",
         keep_registry=False,
         pin=True,
         namespace=None,
         provider_source="selector",
-        location=tmp_path,
+        location=location,
         ca_pem=None,
     )
+
+
+def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
+    """Other values for the variables the outputs asked for are another output (the
+    Secrets): no match. The record is a secret file and names no value."""
+    key = _options_key(tmp_path)
     files = {"operator/secret.yaml": b"token: s3cret-value\n", "mapping.txt": b"a=b\n"}
     given = VariableValues.from_sources({"token": "s3cret-value"}, {})
     record = outputcache.record_bytes(
@@ -261,16 +266,7 @@ def test_every_listed_file_must_match_its_size_mode_and_hash(tmp_path: Path) -> 
     """Each listed file is hashed as it is read, through a buffer smaller than the
     largest: a change anywhere in it, one byte more or less, or another mode, and the
     record matches no longer; put back as it was, it matches again."""
-    key = outputcache.options_key(
-        bundle_manifest=b"{}",
-        target="registry.example/capi",
-        keep_registry=False,
-        pin=True,
-        namespace=None,
-        provider_source="selector",
-        location=tmp_path,
-        ca_pem=None,
-    )
+    key = _options_key(tmp_path)
     big = bytes(range(256)) * (3 * 4096 + 7)  # ~3 MiB: several reads of the buffer
     files = {"components.yaml": big, "small.txt": b"a=b\n"}
     values = VariableValues.from_sources({}, {})
