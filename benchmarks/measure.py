@@ -312,7 +312,8 @@ def _upload(
         [
             *("curl", "-sS", "-g", "-X", "PUT", "-K", str(config)),
             *("-H", "Content-Type: application/octet-stream", "-H", "Expect:"),
-            *("--parallel", "--parallel-max", str(parallel), "-w", "%{http_code}\\n"),
+            *("--parallel", "--no-progress-meter", "--parallel-max", str(parallel)),
+            *("-w", "%{http_code}\\n"),
         ],
         capture_output=True,
         env=env,
@@ -346,7 +347,7 @@ def raw_download(
         subprocess.run(
             [
                 *("curl", "-sS", "-f", "-g", "-K", str(config)),
-                *("--parallel", "--parallel-max", str(parallel)),
+                *("--parallel", "--no-progress-meter", "--parallel-max", str(parallel)),
             ],
             stdout=sink,
             env=env,

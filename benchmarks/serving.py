@@ -82,7 +82,7 @@ def pull_all(
         result = subprocess.run(
             [
                 *("curl", "-sS", "-f", "-g", "-K", str(config)),
-                *("--parallel", "--parallel-max", str(parallel)),
+                *("--parallel", "--no-progress-meter", "--parallel-max", str(parallel)),
                 *("-w", "%{size_download}\\n"),
             ],
             capture_output=True,
