@@ -270,7 +270,11 @@ class _Reader:
             if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
                 return None
             raise
-        info = os.fstat(fd)
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             return None
