@@ -7,6 +7,7 @@ goal of the benchmark issue with its measured value and whether it is met.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,10 +163,6 @@ def _scale_vs_reference(measurements: dict[str, dict[str, Any]]) -> dict[str, di
     return out
 
 
-def _per_byte(entry: dict[str, Any]) -> float:
-    return _seconds(entry) / float(entry["bytes"])
-
-
 def _scale_breakdown(measurements: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per command, the scale run's time, user CPU and kernel (system) CPU per byte over
     the same-shape 40-image run's, airgap and the registry it talked to together: says
@@ -177,7 +174,7 @@ def _scale_breakdown(measurements: dict[str, dict[str, Any]]) -> dict[str, dict[
             continue
         ratios = {}
         for name, figure in (("time", _seconds), ("user_cpu", _user), ("system_cpu", _system)):
-            a, b = figure(big) / big["bytes"], figure(small) / small["bytes"]
+            a, b = _per_byte(big, figure), _per_byte(small, figure)
             if b > 0:
                 ratios[name] = keep(a / b, 2)
         breakdown[command] = ratios
@@ -195,6 +192,11 @@ def _system(entry: dict[str, Any]) -> float:
 def _user(entry: dict[str, Any]) -> float:
     total = entry["median_cpu_seconds"] + entry["median_registry_cpu_seconds"]
     return float(total) - _system(entry)
+
+
+def _per_byte(entry: dict[str, Any], figure: Callable[[dict[str, Any]], float] = _seconds) -> float:
+    """``figure`` of the entry (default: its median seconds) per byte it moved."""
+    return figure(entry) / float(entry["bytes"])
 
 
 def _scale(
