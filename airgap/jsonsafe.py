@@ -66,9 +66,19 @@ def loads(
         raise JSONShapeError(f"{where}: key {exc.key!r} appears twice in one object") from None
     except ValueError as exc:  # a NaN or Infinity constant
         raise JSONShapeError(f"{where}: not valid JSON ({exc})") from None
-    if depth_exceeds(value, max_depth):
+    if _openings(data) > max_depth and depth_exceeds(value, max_depth):
         raise JSONShapeError(f"{where}: nested deeper than {max_depth} levels")
     return value
+
+
+def _openings(data: bytes | str) -> int:
+    """How many ``{`` and ``[`` the text holds: a bound on how deep it can nest (every
+    level opens with one; those inside strings only loosen it), counted in C, so the
+    walk of ``depth_exceeds`` is left to the few documents with more of them than the
+    depth allowed, not done for every small manifest a command parses."""
+    if isinstance(data, str):
+        return data.count("{") + data.count("[")
+    return data.count(b"{") + data.count(b"[")
 
 
 STREAM_CHUNK = 64 * 1024
