@@ -156,7 +156,8 @@ def test_manifests_images_are_pushed_once_every_image_blob_is_in_beside_the_tags
 ) -> None:
     """A manifests image names the images its components run: its blobs go only once
     every image blob is in (while the images' tags are written), its tag only once every
-    image is whole, tag and all."""
+    image is whole, tag and all. What its version tag names is asked before, while the
+    images push (one HEAD each), and its layer and config go side by side."""
     registry = registry_factory("plain")
     shape = _shape(capi_bundle)
     _, stderr = _import(capi_bundle, registry.host, tmp_path)
@@ -169,7 +170,16 @@ def test_manifests_images_are_pushed_once_every_image_blob_is_in_beside_the_tags
     # each blob asked for and its session opened in one POST, as the images' are
     assert _count([requests[i] for i in published], "HEAD", "blob") == 0
     last_image_blob = max(i for i in images if requests[i].kind != "manifest")
-    assert min(published) > last_image_blob
+    staged = [i for i in published if requests[i].kind != "manifest"]
+    assert staged and min(staged) > last_image_blob
+    # before them, one HEAD of each version tag and nothing else
+    ahead = [requests[i] for i in published if i < min(staged)]
+    assert [(r.method, r.kind) for r in ahead] == [("HEAD", "manifest")] * len(ahead)
+    repositories = {requests[i].repository for i in published}
+    assert sorted(r.repository for r in ahead) == sorted(repositories)
+    for repository in repositories:  # one POST (find or start) and one PUT per blob
+        mine = sorted(requests[i].method for i in staged if requests[i].repository == repository)
+        assert mine == ["POST", "POST", "PUT", "PUT"], repository
     tags = [
         i
         for i in images

@@ -275,6 +275,9 @@ def run_import(
             # which images the target holds whole is asked (HEADs only) while the
             # outputs build on this thread
             finding = Ahead("find-complete", partial(pusher.find_complete, everything))
+            # and what the manifests images' version tags name, for a first import's
+            # staging (below), which then starts with the answer
+            tags = _tags_ahead(registry, options.target, providers) if recorded is None else None
             if wants_outputs and options.provider_source == "selector" and recorded is None:
                 # built before pushing: a provider too large for a ConfigMap fails the
                 # import before anything is pushed
@@ -291,7 +294,9 @@ def run_import(
             beside_tags = None
             if recorded is None:
                 staged = []
-                beside_tags = partial(_stage_into, staged, registry, options.target, providers)
+                beside_tags = partial(
+                    _stage_into, staged, registry, options.target, providers, tags
+                )
             stats = pusher.push(everything, finding.result(), beside_tags=beside_tags)
             if staged is not None:
                 early = _name_staged(registry, staged)
@@ -403,20 +408,31 @@ class _ClosureScan:
         return closure_merged(found, self._scan.add(later))
 
 
+def _tags_ahead(
+    registry: Registry, target: Target, providers: list[RewrittenProvider]
+) -> Ahead[dict[tuple[str, str], str | None]]:
+    """What the manifests images' version tags name now (``tags_now``), on a thread."""
+    from airgap.mirror.manifestimage import tags_now
+
+    return Ahead("manifests-tags", partial(tags_now, registry, target, providers))
+
+
 def _stage_into(
     staged: list[Staged],
     registry: Registry,
     target: Target,
     providers: list[RewrittenProvider],
+    tags: Ahead[dict[tuple[str, str], str | None]] | None = None,
 ) -> None:
     """Every provider's manifests image, as OpenShift's image-based installer reads
     it, built and its blobs pushed (a first import runs this as ``Pusher.push``'s
     ``beside_tags``); ``_name_staged`` tags them. The builder's imports are loaded only
-    here: a no-op re-import never needs them."""
+    here: a no-op re-import never needs them. ``tags``: the tags asked ahead."""
     from airgap.mirror.manifestimage import stage_all
 
     with phases.timed("providers/manifest-images", beside=True):
-        staged += stage_all(registry, target, providers)
+        named = tags.result() if tags is not None else None
+        staged += stage_all(registry, target, providers, named)
 
 
 def _name_staged(registry: Registry, staged: list[Staged]) -> list[Published]:

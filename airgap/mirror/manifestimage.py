@@ -26,14 +26,14 @@ import io
 import json
 import re
 import tarfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from airgap.bundle.format import ProviderRecord
 from airgap.errors import AirgapError
 from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
-from airgap.parallel import ByteBudget, run_parallel
+from airgap.parallel import Ahead, ByteBudget, run_parallel
 from airgap.registry.client import Registry
 from airgap.rewrite.mapping import Target
 from airgap.rewrite.providers import RewrittenProvider
@@ -221,10 +221,17 @@ def stage(
     target: Target,
     provider: ProviderRecord,
     image: BuiltImage,
+    tags: Mapping[tuple[str, str], str | None] | None = None,
 ) -> Staged:
     """The blobs of ``image`` its repository lacks, each asked for and its session
-    opened in one request (``find_or_start``), as the images' are. A tag that already
-    names these bytes (a re-import) costs one HEAD and nothing else."""
+    opened in one request (``find_or_start``), as the images' are; the manifest is left
+    to ``name_image``. A tag that already names these bytes (a re-import) costs one
+    HEAD and nothing else: no write is sent to a registry that holds it all.
+
+    ``tags``: what the version tags named when ``tags_now`` asked, while the images
+    pushed; else the tag is asked here first. Then the layer and the config go side by
+    side: an import stages while the registry writes the images' tags, when every
+    request waits on it, and one after the other they were five waits per provider."""
     repository = repository_for(target, provider)
     what = _what(provider)
     digest = image.manifest.digest
@@ -235,16 +242,46 @@ def stage(
         f"{target.host}/{repository}@{digest}",
         install_order(provider),
     )
-    if registry.manifest_digest(repository, provider.version, what=what) == digest:
+    if tags is None:
+        named = registry.manifest_digest(repository, provider.version, what=what)
+    else:
+        named = tags.get((repository, provider.version))
+    if named == digest:
         return Staged(published, None)
-    for blob in (image.layer, image.config):
-        blob_digest = sha256_digest(blob)
-        session = registry.find_or_start(repository, blob_digest, what=what)
-        if session is not None:
-            registry.upload_blob(
-                repository, blob_digest, len(blob), _body(blob), what=what, session=session
-            )
+    config = Ahead("manifests-config", partial(_put_blob, registry, repository, image.config, what))
+    _put_blob(registry, repository, image.layer, what)
+    config.result()
     return Staged(published, image.manifest)
+
+
+def tags_now(
+    registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
+) -> dict[tuple[str, str], str | None]:
+    """What each provider's version tag names in the target, by (repository, tag): one
+    HEAD each, side by side. An import asks while the images push, so that ``stage``
+    starts with the answers."""
+    asked = [(repository_for(target, p.record), p.record) for p in providers]
+    answers = run_parallel(
+        [
+            partial(registry.manifest_digest, repository, record.version, what=_what(record))
+            for repository, record in asked
+        ],
+        PUBLISH_CONCURRENCY,
+    )
+    return {
+        (repository, record.version): answer
+        for (repository, record), answer in zip(asked, answers, strict=True)
+    }
+
+
+def _put_blob(registry: Registry, repository: str, blob: bytes, what: str) -> None:
+    """``blob`` into ``repository`` unless it is there."""
+    blob_digest = sha256_digest(blob)
+    session = registry.find_or_start(repository, blob_digest, what=what)
+    if session is not None:
+        registry.upload_blob(
+            repository, blob_digest, len(blob), _body(blob), what=what, session=session
+        )
 
 
 def name_image(registry: Registry, staged: Staged) -> Published:
@@ -281,7 +318,10 @@ def raise_mismatch(what: str, repository: str, tag: str, served: str | None, wan
 
 
 def stage_all(
-    registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
+    registry: Registry,
+    target: Target,
+    providers: Sequence[RewrittenProvider],
+    tags: Mapping[tuple[str, str], str | None] | None = None,
 ) -> list[Staged]:
     """Every provider's manifests image, from the components import rewrote, built and
     its blobs pushed side by side (zlib and sha256 let go of the GIL, and each push
@@ -292,7 +332,7 @@ def stage_all(
         release = budget.hold(len(provider.components))
         try:
             image = build_image(provider.components, metadata_yaml(provider.record))
-            return stage(registry, target, provider.record, image)
+            return stage(registry, target, provider.record, image, tags)
         finally:
             release()
 
