@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs
     from airgap.havelist import HaveList
     from airgap.mirror.charts import PushedChart
-    from airgap.mirror.manifestimage import Published, Staged
+    from airgap.mirror.manifestimage import Published, Staged, TagAnswers
     from airgap.mirror.supply import Supply
 
 
@@ -410,7 +410,7 @@ class _ClosureScan:
 
 def _tags_ahead(
     registry: Registry, target: Target, providers: list[RewrittenProvider]
-) -> Ahead[dict[tuple[str, str], str | None]]:
+) -> Ahead[TagAnswers]:
     """What the manifests images' version tags name now (``tags_now``), on a thread."""
     from airgap.mirror.manifestimage import tags_now
 
@@ -422,7 +422,7 @@ def _stage_into(
     registry: Registry,
     target: Target,
     providers: list[RewrittenProvider],
-    tags: Ahead[dict[tuple[str, str], str | None]] | None = None,
+    tags: Ahead[TagAnswers] | None = None,
 ) -> None:
     """Every provider's manifests image, as OpenShift's image-based installer reads
     it, built and its blobs pushed (a first import runs this as ``Pusher.push``'s

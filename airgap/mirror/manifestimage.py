@@ -26,7 +26,7 @@ import io
 import json
 import re
 import tarfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -55,6 +55,8 @@ _REF_RE = re.compile(
     r"(?:[a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(?::[0-9]{2,5})?/(?:[a-zA-Z0-9-_]{0,61}/)?"
     r"[a-zA-Z0-9-_.]*?@sha256:[a-f0-9]{64}"
 )
+# what each manifests image's version tag names in the target: (repository, tag) -> digest
+TagAnswers = dict[tuple[str, str], str | None]
 MTIME = 0  # every entry's time: the same components give the same bytes, any day
 # The installer installs in ascending installOrder; a provider read from an image keeps
 # its own, the others are ordered as clusterctl installs them (core first).
@@ -221,17 +223,18 @@ def stage(
     target: Target,
     provider: ProviderRecord,
     image: BuiltImage,
-    tags: Mapping[tuple[str, str], str | None] | None = None,
+    tags: TagAnswers | None = None,
 ) -> Staged:
     """The blobs of ``image`` its repository lacks, each asked for and its session
     opened in one request (``find_or_start``), as the images' are; the manifest is left
     to ``name_image``. A tag that already names these bytes (a re-import) costs one
     HEAD and nothing else: no write is sent to a registry that holds it all.
 
-    ``tags``: what the version tags named when ``tags_now`` asked, while the images
-    pushed; else the tag is asked here first. Then the layer and the config go side by
-    side: an import stages while the registry writes the images' tags, when every
-    request waits on it, and one after the other they were five waits per provider."""
+    ``tags``: what the version tags named when ``tags_now`` asked, before the import
+    pushed anything; else the tag is asked here first. Then the layer and the config go
+    side by side: an import stages while the registry writes the images' tags, when
+    every request waits on it, and one after the other they were five waits per
+    provider."""
     repository = repository_for(target, provider)
     what = _what(provider)
     digest = image.manifest.digest
@@ -256,10 +259,10 @@ def stage(
 
 def tags_now(
     registry: Registry, target: Target, providers: Sequence[RewrittenProvider]
-) -> dict[tuple[str, str], str | None]:
+) -> TagAnswers:
     """What each provider's version tag names in the target, by (repository, tag): one
-    HEAD each, side by side. An import asks while the images push, so that ``stage``
-    starts with the answers."""
+    HEAD each, side by side. An import asks before it pushes anything, while the
+    registry is idle, so that ``stage`` starts with the answers."""
     asked = [(repository_for(target, p.record), p.record) for p in providers]
     answers = run_parallel(
         [
@@ -321,7 +324,7 @@ def stage_all(
     registry: Registry,
     target: Target,
     providers: Sequence[RewrittenProvider],
-    tags: Mapping[tuple[str, str], str | None] | None = None,
+    tags: TagAnswers | None = None,
 ) -> list[Staged]:
     """Every provider's manifests image, from the components import rewrote, built and
     its blobs pushed side by side (zlib and sha256 let go of the GIL, and each push
