@@ -9,12 +9,10 @@ operator looks for first (``<type>-<name>-<version>-metadata.yaml`` and
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from functools import partial
 
 from airgap.configmaps.objects import ProviderVersion
 from airgap.oci import OCI_MANIFEST, TITLE_ANNOTATION, Manifest, sha256_digest
-from airgap.registry.client import Registry
+from airgap.registry.client import Registry, bytes_body
 
 ARTIFACT_TYPE = "application/vnd.cluster-api.provider.v1"
 EMPTY_CONFIG = b"{}"
@@ -72,13 +70,9 @@ def publish(
     for data in [EMPTY_CONFIG, *files.values()]:
         digest = sha256_digest(data)
         if registry.blob_size(repository, digest, what=what) is None:
-            registry.upload_blob(repository, digest, len(data), partial(_tail, data), what=what)
+            registry.upload_blob(repository, digest, len(data), bytes_body(data), what=what)
     manifest = artifact_manifest(files, created)
     if registry.manifest_digest(repository, provider.version, what=what) != manifest.digest:
         registry.put_manifest(repository, provider.version, manifest, what=what)
     scheme = "http://" if registry.plain_http else ""
     return f"{scheme}{host}/{repository}:{provider.version}"
-
-
-def _tail(data: bytes, offset: int) -> Iterator[bytes]:
-    yield data[offset:]

@@ -10,7 +10,7 @@ pushing, so a registry that accepted and stored nothing fails the import here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airgap import phases
@@ -19,7 +19,7 @@ from airgap.content.helmoci import HelmArtifact, helm_artifact, oci_tag
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart
 from airgap.errors import AirgapError
 from airgap.oci import Manifest
-from airgap.registry.client import Registry
+from airgap.registry.client import Registry, bytes_body
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Target
 
@@ -101,11 +101,7 @@ def _push(registry: Registry, repository: str, tag: str, artifact: HelmArtifact,
     for blob, descriptor in zip(blobs, manifest.blobs(), strict=True):
         if registry.blob_size(repository, descriptor.digest, what=what) == len(blob):
             continue
-
-        def body(offset: int, data: bytes = blob) -> Iterator[bytes]:
-            yield data[offset:]
-
-        registry.upload_blob(repository, descriptor.digest, len(blob), body, what=what)
+        registry.upload_blob(repository, descriptor.digest, len(blob), bytes_body(blob), what=what)
     registry.put_manifest(repository, tag, manifest, what=what)
     stored = registry.manifest_digest(repository, tag, what=what)
     if stored != manifest.digest:

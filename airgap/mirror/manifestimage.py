@@ -26,7 +26,7 @@ import io
 import json
 import re
 import tarfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -34,7 +34,7 @@ from airgap.bundle.format import ProviderRecord
 from airgap.errors import AirgapError
 from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
 from airgap.parallel import Ahead, ByteBudget, run_parallel
-from airgap.registry.client import Registry
+from airgap.registry.client import Registry, bytes_body
 from airgap.rewrite.mapping import Target
 from airgap.rewrite.providers import RewrittenProvider
 
@@ -223,18 +223,15 @@ def stage(
     target: Target,
     provider: ProviderRecord,
     image: BuiltImage,
-    tags: TagAnswers | None = None,
+    tags: TagAnswers,
 ) -> Staged:
     """The blobs of ``image`` its repository lacks, each asked for and its session
     opened in one request (``find_or_start``), as the images' are; the manifest is left
-    to ``name_image``. A tag that already names these bytes (a re-import) costs one
-    HEAD and nothing else: no write is sent to a registry that holds it all.
-
-    ``tags``: what the version tags named when ``tags_now`` asked, before the import
-    pushed anything; else the tag is asked here first. Then the layer and the config go
-    side by side: an import stages while the registry writes the images' tags, when
-    every request waits on it, and one after the other they were five waits per
-    provider."""
+    to ``name_image``. A tag that already names these bytes (a re-import) costs its one
+    HEAD (``tags``, from ``tags_now``) and nothing else: no write is sent to a registry
+    that holds it all. The layer and the config go side by side: an import stages while
+    the registry writes the images' tags, when every request waits on it, and one after
+    the other they were five waits per provider."""
     repository = repository_for(target, provider)
     what = _what(provider)
     digest = image.manifest.digest
@@ -245,11 +242,7 @@ def stage(
         f"{target.host}/{repository}@{digest}",
         install_order(provider),
     )
-    if tags is None:
-        named = registry.manifest_digest(repository, provider.version, what=what)
-    else:
-        named = tags.get((repository, provider.version))
-    if named == digest:
+    if tags.get((repository, provider.version)) == digest:
         return Staged(published, None)
     config = Ahead("manifests-config", partial(_put_blob, registry, repository, image.config, what))
     _put_blob(registry, repository, image.layer, what)
@@ -283,7 +276,7 @@ def _put_blob(registry: Registry, repository: str, blob: bytes, what: str) -> No
     session = registry.find_or_start(repository, blob_digest, what=what)
     if session is not None:
         registry.upload_blob(
-            repository, blob_digest, len(blob), _body(blob), what=what, session=session
+            repository, blob_digest, len(blob), bytes_body(blob), what=what, session=session
         )
 
 
@@ -305,15 +298,6 @@ def _what(provider: ProviderRecord) -> str:
     return f"manifests image of {provider.type}/{provider.name} {provider.version}"
 
 
-def _body(blob: bytes) -> Callable[[int], Iterator[bytes]]:
-    """The blob from an offset: what an upload (or its retry) sends."""
-
-    def body(offset: int) -> Iterator[bytes]:
-        yield blob[offset:]
-
-    return body
-
-
 def raise_mismatch(what: str, repository: str, tag: str, served: str | None, want: str) -> None:
     raise AirgapError(
         f"{what}: {repository}:{tag} resolves to {served or 'nothing'} after the push, not {want}"
@@ -328,7 +312,10 @@ def stage_all(
 ) -> list[Staged]:
     """Every provider's manifests image, from the components import rewrote, built and
     its blobs pushed side by side (zlib and sha256 let go of the GIL, and each push
-    waits on the registry), in provider order. Nothing names them yet (``name_all``)."""
+    waits on the registry), in provider order. Nothing names them yet (``name_all``).
+    ``tags``: ``tags_now``'s answers, if the caller asked them earlier; else asked here."""
+    if tags is None:
+        tags = tags_now(registry, target, providers)
     budget = ByteBudget(PUBLISH_BYTES)
 
     def one(provider: RewrittenProvider) -> Staged:

@@ -56,6 +56,16 @@ def _read_buffer() -> memoryview:
     return view
 
 
+def bytes_body(data: bytes) -> Callable[[int], Iterator[bytes]]:
+    """A blob held in memory as ``Registry.upload_blob``'s body: its bytes from an
+    offset, for the first attempt and for every retry."""
+
+    def body(offset: int) -> Iterator[bytes]:
+        yield data[offset:]
+
+    return body
+
+
 class BlobSink(Protocol):
     """Where a downloaded blob goes: a file, or a region of the bundle being written.
 
