@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import http.cookiejar
 import random
 import socket
 import ssl
@@ -150,6 +151,7 @@ def build_client(
         follow_redirects=follow_redirects,
         mounts=mounts,
         event_hooks={"request": [httplog.on_request], "response": [httplog.on_response]},
+        cookies=_NoCookies(),
     )
     if _httpcore_transports(client):  # httpx's own: loads httpcore, paced here
         from airgap.pacedcore import pace_client
@@ -157,6 +159,21 @@ def build_client(
         _read_responses_in_bigger_pieces()
         pace_client(client, pacing)
     return client
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """A jar that keeps nothing. Registries, release servers and chart repositories
+    speak protocols without cookies, and Go's clients (containerd, skopeo, crane) keep
+    none; a cookie one of them set (a load balancer's) is not sent back, as with those
+    clients. Parsing nothing also spares each response the cookie work httpx does by
+    default (every header copied into an ``email.message``), on every request of an
+    import."""
+
+    def extract_cookies(self, response: object, request: object) -> None:
+        return None
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        return None
 
 
 def _httpcore_transports(client: httpx.Client) -> bool:

@@ -766,6 +766,44 @@ def test_basic_without_credentials_says_none_were_found(
 
 
 @pytest.mark.usefixtures("hermetic_credentials")
+@pytest.mark.parametrize("fast", [True, False], ids=["fasthttp", "httpcore"])
+def test_clients_keep_no_cookies(fast: bool) -> None:
+    """As Go's clients (containerd, skopeo, crane): a cookie a server sets (a load
+    balancer's sticky session, say) is not sent back, on the registry transport or on
+    httpx's own (release servers, charts)."""
+    seen: list[str | None] = []
+
+    class CookieSetter(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet."""
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Cookie"))
+            self.send_response(200)
+            self.send_header("Set-Cookie", "AWSALB=sticky-session; Path=/")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), CookieSetter)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with airgap_http.build_client(fast=fast) as client:
+            url = f"http://127.0.0.1:{server.server_address[1]}/v2/"
+            for _ in range(3):
+                response = client.get(url)
+                assert response.status_code == 200
+                assert response.headers["Set-Cookie"].startswith("AWSALB=")
+            assert len(client.cookies) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [None, None, None]
+
+
 def test_pool_skip_tls_verify_and_plain_http_settings(
     secure_registry: RegistryServer,
     plain_registry: RegistryServer,
