@@ -156,8 +156,8 @@ def test_manifests_images_are_pushed_once_every_image_blob_is_in_beside_the_tags
 ) -> None:
     """A manifests image names the images its components run: its blobs go only once
     every image blob is in (while the images' tags are written), its tag only once every
-    image is whole, tag and all. What its version tag names is asked before, while the
-    images push (one HEAD each), and its layer and config go side by side."""
+    image is whole, tag and all. What its version tag names is asked before anything is
+    pushed (one HEAD each), and its layer and config go side by side."""
     registry = registry_factory("plain")
     shape = _shape(capi_bundle)
     _, stderr = _import(capi_bundle, registry.host, tmp_path)

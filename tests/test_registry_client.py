@@ -765,7 +765,6 @@ def test_basic_without_credentials_says_none_were_found(
     assert "no credentials were found" in text
 
 
-@pytest.mark.usefixtures("hermetic_credentials")
 @pytest.mark.parametrize("fast", [True, False], ids=["fasthttp", "httpcore"])
 def test_clients_keep_no_cookies(fast: bool) -> None:
     """As Go's clients (containerd, skopeo, crane): a cookie a server sets (a load
@@ -804,6 +803,7 @@ def test_clients_keep_no_cookies(fast: bool) -> None:
     assert seen == [None, None, None]
 
 
+@pytest.mark.usefixtures("hermetic_credentials")
 def test_pool_skip_tls_verify_and_plain_http_settings(
     secure_registry: RegistryServer,
     plain_registry: RegistryServer,
