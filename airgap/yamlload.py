@@ -28,7 +28,9 @@ Bounds (``airgap.limits``), each failing with one line naming the file, line and
   refuses more than 4300 digits with a ValueError).
 
 Without libyaml the pure-Python loader runs with the same bounds and gives the same
-documents (a test checks both on realistic components).
+documents (a test checks both on realistic components). A flow collection nested a
+thousand levels deep meets libyaml 0.2.6's own limit before the composer sees level 101
+(``airgap.yamlsafe``): it is reported as the same bound, where libyaml stopped.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from airgap.limits import (
     MAX_COMPONENTS_BUILT_NODES,
     MAX_COMPONENTS_DEPTH,
 )
+from airgap.yamlsafe import nested_deeper_than
 from airgap.yamlskim import skim
 
 MAX_NUMBER_CHARS = 128
@@ -393,7 +396,10 @@ def iter_documents(
                 if document is not _SKIPPED:
                     yield document
     except yaml.YAMLError as exc:
-        raise InputError(f"{source}{_where(exc)}: malformed YAML: {_problem(exc)}") from None
+        problem = _problem(exc)
+        if nested_deeper_than(exc, MAX_COMPONENTS_DEPTH):  # libyaml's limit came first
+            problem = f"nested deeper than {MAX_COMPONENTS_DEPTH} levels"
+        raise InputError(f"{source}{_where(exc)}: malformed YAML: {problem}") from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date 2020-13-45
         raise InputError(f"{source}: malformed YAML: {_one_line(str(exc))}") from None
     finally:

@@ -6,6 +6,13 @@ stand for billions of nodes. ``check_bounds`` walks the parser's event stream, w
 needs no recursion, and stops as soon as a document nests too deep or, counting every
 alias as the nodes it stands for, grows too large, before any tree is built. Use it in
 front of any ``yaml`` load of outside text; ``safe_load`` does both for small documents.
+
+libyaml 0.2.6 (in PyYAML 6.0.4's wheels) has a nesting limit of its own, 1,000 levels,
+which its scanner can reach first: looking up to 1,024 characters ahead for a simple key,
+it reads a thousand ``[`` before the first event leaves the parser. A document it stops
+there is nested deeper than any bound airgap sets (all below 1,000), so it is reported as
+that bound (``nested_deeper_than``), at the place libyaml stopped: the same message
+whichever PyYAML is installed.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from airgap.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, describe_size
 _EventLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+LIBYAML_NESTING_LIMIT = 1000  # libyaml's default; nothing in airgap changes it
+_LIBYAML_NESTING = "exceeded maximum nesting depth"  # its problem, scanner and parser alike
 
 
 class YAMLBoundsError(InputError):
@@ -41,6 +50,33 @@ def check_bounds(
     Malformed YAML raises ``yaml.YAMLError`` as usual, for the caller's own message."""
     if max_bytes is not None and utf8_length(text, max_bytes) > max_bytes:
         raise YAMLBoundsError(f"{where}: larger than the {describe_size(max_bytes)} limit")
+    try:
+        _walk_events(text, where, max_depth, max_nodes)
+    except yaml.MarkedYAMLError as exc:
+        if not nested_deeper_than(exc, max_depth):
+            raise
+        raise YAMLBoundsError(
+            f"{where}{_line(exc.problem_mark)}: YAML nested deeper than {max_depth} levels"
+        ) from None
+
+
+def nested_deeper_than(exc: yaml.YAMLError, bound: int) -> bool:
+    """Whether ``exc`` is libyaml's own nesting limit stopping a document, which is then
+    nested deeper than ``bound`` (one of airgap's, all below libyaml's)."""
+    return (
+        isinstance(exc, yaml.MarkedYAMLError)
+        and exc.problem == _LIBYAML_NESTING
+        and bound < LIBYAML_NESTING_LIMIT
+    )
+
+
+def _line(mark: Any) -> str:
+    """``:LINE`` of a mark (PyYAML's or libyaml's), or nothing."""
+    return f":{mark.line + 1}" if mark is not None else ""
+
+
+def _walk_events(text: str, where: str, max_depth: int, max_nodes: int | None) -> None:
+    """check_bounds' pass over the events: depth, and nodes with aliases expanded."""
     depth = 0
     nodes = 0
     sizes: dict[str, int] = {}  # anchor -> nodes it stands for
@@ -56,7 +92,7 @@ def check_bounds(
             nodes += 1
             depth += 1
             if depth > max_depth:
-                line = f":{event.start_mark.line + 1}" if event.start_mark else ""
+                line = _line(event.start_mark)
                 raise YAMLBoundsError(f"{where}{line}: YAML nested deeper than {max_depth} levels")
             open_anchors.append((event.anchor, nodes))
         elif isinstance(event, _CLOSES):

@@ -9,6 +9,7 @@ command are built from one parse of each components file.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import yaml
 from airgap import yamlload, yamlsafe, yamlskim
 from airgap.configmaps import emit, objects
 from airgap.errors import InputError
+from airgap.limits import MAX_COMPONENTS_DEPTH, MAX_YAML_DEPTH
 from airgap.providers import components
 from airgap.providers.components import parse_components
 from airgap.providers.types import ProviderType
@@ -107,7 +109,6 @@ def _bomb() -> str:
 @pytest.mark.parametrize(
     ("text", "where", "message"),
     [
-        ("x: " + "[" * 50_000, ":1:103:", "nested deeper than 100 levels"),
         ("- " * 5_000 + "x", ":1:201:", "nested deeper than 100 levels"),
         (_bomb(), ":5:", "aliases expand to more than 100000 nodes"),
         ("a: &a {b: *a}\n", ":1:11:", "alias *a refers to its own ancestor"),
@@ -128,6 +129,40 @@ def test_bounds_and_errors_are_one_line_naming_file_line_and_column(
     assert line.startswith("comp.yaml"), line
     assert where in line and message in line, line
     assert "\n" not in line
+
+
+def _libyaml_limits_nesting() -> bool:
+    """libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops at 1,000 levels of its own."""
+    return yamlload.HAVE_LIBYAML and yaml._yaml.get_version() >= (0, 2, 6)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure"])
+def test_deep_flow_nesting_is_the_bound_whichever_scanner_stops_it(pure: bool) -> None:
+    """``[`` 50,000 deep: the composer refuses level 101 (the 100th ``[``, column 103).
+    libyaml 0.2.6's scanner looks ahead up to 1,024 characters for a simple key and meets
+    its own 1,000-level limit first; that is reported as the same bound, where libyaml
+    stopped (one line, file, line and column), never as libyaml's own words."""
+    text = "x: " + "[" * 50_000
+    with pytest.raises(InputError) as caught:
+        yamlload.load_documents(text, "comp.yaml", pure=pure)
+    line = str(caught.value)
+    found = re.fullmatch(r"comp\.yaml:1:(\d+): malformed YAML: nested deeper than 100 levels", line)
+    assert found is not None, line
+    stops_first = not pure and _libyaml_limits_nesting()
+    assert int(found.group(1)) == (1003 if stops_first else 103), line
+
+
+def test_libyamls_own_limit_is_above_every_bound() -> None:
+    """The translation of libyaml's limit into airgap's bound is true only while every
+    bound is below it."""
+    deepest = max(MAX_COMPONENTS_DEPTH, MAX_YAML_DEPTH)
+    assert deepest < yamlsafe.LIBYAML_NESTING_LIMIT
+    if _libyaml_limits_nesting():  # and libyaml's limit is the one airgap assumes
+        list(yaml.parse("[" * 999 + "]" * 999, Loader=yaml.CSafeLoader))
+        with pytest.raises(yaml.MarkedYAMLError) as caught:
+            list(yaml.parse("[" * 1001, Loader=yaml.CSafeLoader))
+        assert yamlsafe.nested_deeper_than(caught.value, deepest)
+    assert not yamlsafe.nested_deeper_than(yaml.MarkedYAMLError(problem="other"), deepest)
 
 
 def test_built_nodes_are_bounded_and_skipped_documents_build_none() -> None:
