@@ -101,7 +101,9 @@ def _spec(core: str, core_version: str, odd: str, extra: TestImage) -> dict[str,
     }
 
 
-def _collect(spec: Path, output: Path, key: SigningKey, env: dict[str, str], *extra: object):
+def _collect(
+    spec: Path, output: Path, key: SigningKey, env: dict[str, str], *extra: str | Path
+) -> Path:
     result = run_airgap("collect", spec, "--sign-key", key.private, "-o", output, *extra, env=env)
     assert result.returncode == 0, result.stderr
     return output
