@@ -109,6 +109,10 @@ def _error(problem: str, event: Any) -> ComposerError:
     return ComposerError(None, None, problem, event.start_mark)
 
 
+def _too_deep(bound: int) -> str:
+    return f"nested deeper than {bound} levels"
+
+
 class _BoundedComposer(Composer):
     """PyYAML's composer, counting depth and what aliases expand to; with
     ``skip_kinds``, a document whose top-level ``kind`` is none of them is read to its
@@ -217,7 +221,7 @@ class _BoundedComposer(Composer):
                         self._new_anchor(event)
                         self._open.add(event.anchor)
                     if len(open_collections) + 1 > limit:
-                        raise _error(f"nested deeper than {self.max_depth} levels", event)
+                        raise _error(_too_deep(self.max_depth), event)
                     open_collections.append((event.anchor, total))
                     total += 1
                     continue
@@ -256,9 +260,7 @@ class _BoundedComposer(Composer):
             )
         self._depth += 1
         if self._depth > self.max_depth:
-            raise ComposerError(
-                None, None, f"nested deeper than {self.max_depth} levels", event.start_mark
-            )
+            raise _error(_too_deep(self.max_depth), event)
         start = self._total
         self._total += 1
         self._built += 1
@@ -397,8 +399,9 @@ def iter_documents(
                     yield document
     except yaml.YAMLError as exc:
         problem = _problem(exc)
-        if nested_deeper_than(exc, MAX_COMPONENTS_DEPTH):  # libyaml's limit came first
-            problem = f"nested deeper than {MAX_COMPONENTS_DEPTH} levels"
+        bound = _BoundedComposer.max_depth
+        if nested_deeper_than(exc, bound):  # libyaml's own limit came first
+            problem = _too_deep(bound)
         raise InputError(f"{source}{_where(exc)}: malformed YAML: {problem}") from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date 2020-13-45
         raise InputError(f"{source}: malformed YAML: {_one_line(str(exc))}") from None

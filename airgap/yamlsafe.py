@@ -55,9 +55,7 @@ def check_bounds(
     except yaml.MarkedYAMLError as exc:
         if not nested_deeper_than(exc, max_depth):
             raise
-        raise YAMLBoundsError(
-            f"{where}{_line(exc.problem_mark)}: YAML nested deeper than {max_depth} levels"
-        ) from None
+        raise _too_deep(where, exc.problem_mark, max_depth) from None
 
 
 def nested_deeper_than(exc: yaml.YAMLError, bound: int) -> bool:
@@ -68,6 +66,10 @@ def nested_deeper_than(exc: yaml.YAMLError, bound: int) -> bool:
         and exc.problem == _LIBYAML_NESTING
         and bound < LIBYAML_NESTING_LIMIT
     )
+
+
+def _too_deep(where: str, mark: Any, max_depth: int) -> YAMLBoundsError:
+    return YAMLBoundsError(f"{where}{_line(mark)}: YAML nested deeper than {max_depth} levels")
 
 
 def _line(mark: Any) -> str:
@@ -92,8 +94,7 @@ def _walk_events(text: str, where: str, max_depth: int, max_nodes: int | None) -
             nodes += 1
             depth += 1
             if depth > max_depth:
-                line = _line(event.start_mark)
-                raise YAMLBoundsError(f"{where}{line}: YAML nested deeper than {max_depth} levels")
+                raise _too_deep(where, event.start_mark, max_depth)
             open_anchors.append((event.anchor, nodes))
         elif isinstance(event, _CLOSES):
             depth -= 1
@@ -109,7 +110,7 @@ def _walk_events(text: str, where: str, max_depth: int, max_nodes: int | None) -
 def located(source: object, node: yaml.Node | None, key: str, message: str) -> str:
     """``FILE:LINE: KEY: message``: the one form a mistake in a hand-written YAML file
     (spec, policy) is reported in, so the user can jump to the line to fix."""
-    line = f":{node.start_mark.line + 1}" if node is not None and node.start_mark else ""
+    line = _line(node.start_mark) if node is not None else ""
     where = f" {key}:" if key else ""
     return f"{source}{line}:{where} {message}"
 
