@@ -37,11 +37,21 @@ from airgap.textfmt import human_size
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+MAX_MESSAGE_CHARS = 1000  # of an error line, before "... (N more characters)"
+
+
 def _fail(message: str, code: int) -> int:
-    # the last guard: a URL's user:password@ never reaches the terminal, whoever built
-    # the message (click quotes bad option values back verbatim)
-    click.echo(f"airgap: error: {scrub(message)}", err=True)
+    # the last guards: a URL's user:password@ never reaches the terminal, whoever built
+    # the message (click quotes bad option values back verbatim), and a message quoting
+    # outside input at length (a path, a value) stays one readable line
+    click.echo(f"airgap: error: {_bounded(scrub(message))}", err=True)
     return code
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
 
 
 def main() -> None:

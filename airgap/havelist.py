@@ -67,7 +67,7 @@ class HaveList:
             version = document.raw("version")
             if version != VERSION or isinstance(version, bool):
                 raise JSONShapeError(
-                    f"{where}: unsupported have-list version {version!r} (airgap {VERSION})"
+                    f"{where}: unsupported have-list version {shown(version)} (airgap {VERSION})"
                 )
             bundle = document.optional_text("bundle")
             if bundle is not None:

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from airgap.errors import AirgapError
 from airgap.limits import MAX_JSON_DEPTH, describe_size
+from airgap.names import shown
 
 
 class JSONShapeError(AirgapError):
@@ -63,7 +64,7 @@ def loads(
     except UnicodeDecodeError:
         raise JSONShapeError(f"{where}: not valid JSON (not UTF-8)") from None
     except _DuplicateKey as exc:
-        raise JSONShapeError(f"{where}: key {exc.key!r} appears twice in one object") from None
+        raise JSONShapeError(f"{where}: key {shown(exc.key)} appears twice in one object") from None
     except ValueError as exc:  # a NaN or Infinity constant
         raise JSONShapeError(f"{where}: not valid JSON ({exc})") from None
     if _openings(data) > max_depth and depth_exceeds(value, max_depth):

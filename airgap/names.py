@@ -11,6 +11,7 @@ Every check returns why a name is refused (or None), for the caller to say where
 from __future__ import annotations
 
 import re
+import reprlib
 
 # A provider name is a Kubernetes label value (provider.cluster.x-k8s.io/name) and part
 # of object and directory names: a DNS label, as clusterctl's own names are.
@@ -30,10 +31,15 @@ _FILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CONTRACT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
 
 
-def shown(text: str, limit: int = 80) -> str:
-    """``text`` quoted for a one-line message, shortened if long (it may be hostile)."""
-    quoted = repr(text[:limit])
-    return quoted + ("..." if len(text) > limit else "")
+def shown(value: object, limit: int = 80) -> str:
+    """``value`` quoted for a one-line message, shortened if long (it may be hostile): a
+    string as its repr, cut at ``limit`` characters; any other parsed value (a number,
+    list or mapping from YAML or JSON) as its repr abridged the same way."""
+    if isinstance(value, str):
+        quoted = repr(value[:limit])
+        return quoted + ("..." if len(value) > limit else "")
+    text = reprlib.repr(value)  # lists, mappings and long numbers abridged as it builds
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def digest_problem(digest: str) -> str | None:

@@ -15,7 +15,7 @@ from airgap import jsonsafe
 from airgap.errors import AirgapError
 from airgap.jsonsafe import Fields, JSONShapeError
 from airgap.limits import MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES
-from airgap.names import digest_problem
+from airgap.names import digest_problem, shown
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -40,7 +40,7 @@ def digest_hex(digest: str) -> str:
     """The hex part of a ``sha256:`` digest; anything else is refused."""
     algorithm, _, hexpart = digest.partition(":")
     if algorithm != "sha256" or len(hexpart) != 64:
-        raise AirgapError(f"unsupported digest {digest!r}: only sha256 is supported")
+        raise AirgapError(f"unsupported digest {shown(digest)}: only sha256 is supported")
     return hexpart
 
 
@@ -82,7 +82,7 @@ class Manifest:
             kind = OCI_INDEX if "manifests" in parsed else OCI_MANIFEST
         kind = kind.split(";")[0].strip()
         if kind not in MANIFEST_TYPES:
-            raise AirgapError(f"unsupported manifest media type {kind!r}")
+            raise AirgapError(f"unsupported manifest media type {shown(kind)}")
         # the constant, not the parsed text: one string for all (collect holds 2,000)
         kind = _MANIFEST_TYPE[kind]
         return cls(data=data, media_type=kind, digest=sha256_digest(data))

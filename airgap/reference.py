@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, replace
 
 from airgap.errors import InputError
+from airgap.names import shown
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API_HOST = "registry-1.docker.io"
@@ -90,12 +91,12 @@ def parse_reference(text: str) -> Reference:
     if "@" in text:
         text, digest = text.split("@", 1)
         if not _DIGEST_RE.match(digest):
-            raise InputError(f"invalid digest in image reference {original!r}")
+            raise InputError(f"invalid digest in image reference {shown(original)}")
     registry, _, rest = text.partition("/")
     if not rest or not _looks_like_host(registry):
         registry, rest = DOCKER_HUB, text
     elif not _HOST_RE.match(registry):
-        raise InputError(f"invalid registry host in image reference {original!r}")
+        raise InputError(f"invalid registry host in image reference {shown(original)}")
     if registry in ("index.docker.io", DOCKER_HUB_API_HOST):
         registry = DOCKER_HUB
     tag: str | None = None
@@ -103,11 +104,11 @@ def parse_reference(text: str) -> Reference:
     if ":" in last:
         rest, tag = rest.rsplit(":", 1)
         if not _TAG_RE.match(tag):
-            raise InputError(f"invalid tag in image reference {original!r}")
+            raise InputError(f"invalid tag in image reference {shown(original)}")
     if registry == DOCKER_HUB and "/" not in rest:
         rest = f"library/{rest}"
     if not _REPOSITORY_RE.match(rest):
-        raise InputError(f"invalid repository name in image reference {original!r}")
+        raise InputError(f"invalid repository name in image reference {shown(original)}")
     if tag is None and digest is None:
         tag = DEFAULT_TAG
     # one string for a registry or tag that repeats (2,000 images from one registry,

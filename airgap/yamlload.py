@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.composer import Composer, ComposerError
-from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.constructor import SafeConstructor
 from yaml.events import (
     AliasEvent,
     MappingEndEvent,
@@ -61,10 +61,9 @@ from airgap.limits import (
     MAX_COMPONENTS_BUILT_NODES,
     MAX_COMPONENTS_DEPTH,
 )
-from airgap.yamlsafe import nested_deeper_than
+from airgap.names import shown
+from airgap.yamlsafe import BoundedConstructor, nested_deeper_than
 from airgap.yamlskim import skim
-
-MAX_NUMBER_CHARS = 128
 
 try:  # libyaml's scanner and parser; absent when PyYAML was built without it
     from yaml._yaml import CParser
@@ -244,7 +243,7 @@ class _BoundedComposer(Composer):
         if anchor is not None and (
             anchor in self.anchors or anchor in self._weights or anchor in self._open
         ):
-            raise ComposerError(None, None, f"found duplicate anchor {anchor!r}", event.start_mark)
+            raise _error(f"found duplicate anchor {shown(anchor)}", event)
 
     def compose_node(self, parent: Node | None, index: object) -> Node:
         event: Any = self.peek_event()
@@ -253,7 +252,7 @@ class _BoundedComposer(Composer):
             return self._alias(event)
         if anchor is not None and anchor in self.anchors:
             raise ComposerError(
-                f"found duplicate anchor {anchor!r}; first occurrence",
+                f"found duplicate anchor {shown(anchor)}; first occurrence",
                 self.anchors[anchor].start_mark,
                 "second occurrence",
                 event.start_mark,
@@ -291,10 +290,8 @@ class _BoundedComposer(Composer):
         weight = self._weights.get(anchor)
         if weight is None:
             if anchor in self.anchors or anchor in self._open:  # inside its own anchor
-                raise ComposerError(
-                    None, None, f"alias *{anchor} refers to its own ancestor", event.start_mark
-                )
-            raise ComposerError(None, None, f"found undefined alias {anchor!r}", event.start_mark)
+                raise _error(f"alias *{anchor[:80]} refers to its own ancestor", event)
+            raise _error(f"found undefined alias {shown(anchor)}", event)
         self._total += weight
         self._aliased += weight
         if self._aliased > self.max_alias_nodes:
@@ -306,36 +303,7 @@ class _BoundedComposer(Composer):
             )
 
 
-class _BoundedConstructor(SafeConstructor):
-    """SafeConstructor refusing absurdly long numbers before converting them."""
-
-    def construct_yaml_int(self, node: ScalarNode) -> int:
-        self._short(node, "integer")
-        value: int = SafeConstructor.construct_yaml_int(self, node)
-        return value
-
-    def construct_yaml_float(self, node: ScalarNode) -> float:
-        self._short(node, "float")
-        value: float = SafeConstructor.construct_yaml_float(self, node)
-        return value
-
-    @staticmethod
-    def _short(node: ScalarNode, what: str) -> None:
-        if len(node.value) > MAX_NUMBER_CHARS:
-            raise ConstructorError(
-                None, None, f"{what} longer than {MAX_NUMBER_CHARS} characters", node.start_mark
-            )
-
-
-_BoundedConstructor.add_constructor(  # type: ignore[type-var]
-    "tag:yaml.org,2002:int", _BoundedConstructor.construct_yaml_int
-)
-_BoundedConstructor.add_constructor(  # type: ignore[type-var]
-    "tag:yaml.org,2002:float", _BoundedConstructor.construct_yaml_float
-)
-
-
-class PureLoader(Reader, Scanner, Parser, _BoundedComposer, _BoundedConstructor, Resolver):
+class PureLoader(Reader, Scanner, Parser, _BoundedComposer, BoundedConstructor, Resolver):
     """PyYAML's pure-Python scanner and parser, bounded."""
 
     def __init__(self, stream: str) -> None:
@@ -343,20 +311,20 @@ class PureLoader(Reader, Scanner, Parser, _BoundedComposer, _BoundedConstructor,
         Scanner.__init__(self)
         Parser.__init__(self)
         _BoundedComposer.__init__(self)
-        _BoundedConstructor.__init__(self)
+        BoundedConstructor.__init__(self)
         Resolver.__init__(self)
 
 
 DEFAULT_LOADER: type[Any] = PureLoader
 if HAVE_LIBYAML:
 
-    class FastLoader(_BoundedComposer, CParser, _BoundedConstructor, Resolver):
+    class FastLoader(_BoundedComposer, CParser, BoundedConstructor, Resolver):
         """libyaml's scanner and parser (C), composed and constructed as PureLoader."""
 
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             _BoundedComposer.__init__(self)
-            _BoundedConstructor.__init__(self)
+            BoundedConstructor.__init__(self)
             Resolver.__init__(self)
 
     DEFAULT_LOADER = FastLoader

@@ -13,6 +13,13 @@ it reads a thousand ``[`` before the first event leaves the parser. A document i
 there is nested deeper than any bound airgap sets (all below 1,000), so it is reported as
 that bound (``nested_deeper_than``), at the place libyaml stopped: the same message
 whichever PyYAML is installed.
+
+Building objects from the nodes has hazards of its own, which ``BoundedConstructor``
+meets: integers and floats longer than ``MAX_NUMBER_CHARS`` characters are refused
+before conversion (``int()`` refuses more than 4,300 digits with a ValueError, and a
+sexagesimal ``1:1:1:…`` makes PyYAML multiply ever larger integers), and a value PyYAML
+cannot build (a date ``2020-13-45``) is a ``ConstructorError`` at its line, like every
+other malformed YAML, never a bare ValueError.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
 
 from airgap.errors import InputError
 from airgap.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, describe_size
@@ -29,6 +37,7 @@ _OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 LIBYAML_NESTING_LIMIT = 1000  # libyaml's default; nothing in airgap changes it
 _LIBYAML_NESTING = "exceeded maximum nesting depth"  # its problem, scanner and parser alike
+MAX_NUMBER_CHARS = 128
 
 
 class YAMLBoundsError(InputError):
@@ -123,6 +132,58 @@ def utf8_length(text: str, limit: int) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+class BoundedConstructor(SafeConstructor):
+    """SafeConstructor refusing absurdly long numbers before converting them."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        self._short(node, "integer")
+        value: int = SafeConstructor.construct_yaml_int(self, node)
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        self._short(node, "float")
+        value: float = SafeConstructor.construct_yaml_float(self, node)
+        return value
+
+    @staticmethod
+    def _short(node: yaml.ScalarNode, what: str) -> None:
+        if len(node.value) > MAX_NUMBER_CHARS:
+            raise ConstructorError(
+                None, None, f"{what} longer than {MAX_NUMBER_CHARS} characters", node.start_mark
+            )
+
+
+BoundedConstructor.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:int", BoundedConstructor.construct_yaml_int
+)
+BoundedConstructor.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:float", BoundedConstructor.construct_yaml_float
+)
+
+
+class _CheckedConstructor(BoundedConstructor):
+    """BoundedConstructor whose every failure is a ConstructorError at the node's line.
+
+    Why not in ``airgap.yamlload``'s loaders too: this wraps every node's construction, a
+    cost components of megabytes would pay per node; ``iter_documents`` turns such an
+    error into its own message instead. Small documents (metadata, policies) use this."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, OverflowError) as exc:  # not a YAMLError
+            problem = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise ConstructorError(
+                None, None, f"invalid {node.tag.rsplit(':', 1)[-1]}: {problem}", node.start_mark
+            ) from None
+
+
+def construct(root: yaml.Node) -> Any:
+    """The objects of a composed document (``compose``); any value PyYAML cannot build
+    is a ConstructorError at its line."""
+    return _CheckedConstructor().construct_document(root)
+
+
 def safe_load(
     text: str,
     where: str,
@@ -134,9 +195,10 @@ def safe_load(
     """``yaml.safe_load`` of a small document, after ``check_bounds``."""
     check_bounds(text, where, max_bytes=max_bytes, max_depth=max_depth, max_nodes=max_nodes)
     # libyaml's parser where present (check_bounds has just parsed the same text with
-    # it), PyYAML's own safe constructor: the same values, without the pure-Python
-    # scanner (every import and verify reads each provider's metadata.yaml through here)
-    return yaml.load(text, Loader=_EventLoader)  # noqa: S506 - a safe loader
+    # it), a bounded safe constructor: the same values, without the pure-Python scanner
+    # (every import and verify reads each provider's metadata.yaml through here)
+    root = yaml.compose(text, Loader=_EventLoader)
+    return None if root is None else construct(root)
 
 
 def compose(

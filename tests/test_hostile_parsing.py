@@ -414,6 +414,65 @@ def test_nested_metadata_in_a_signed_bundle_is_a_provider_finding(
     ), report["failures"]
 
 
+# A value PyYAML cannot build: int() refuses more than 4,300 digits, and no month 13.
+UNBUILDABLE = (("9" * 5000, "integer longer than 128 characters"), ("2020-13-45", "month"))
+
+
+def test_values_yaml_cannot_build_are_one_line_errors_not_tracebacks(
+    sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    key = capi_bundle.key
+    provider = capi_bundle.manifest.providers[0]
+    metadata = yaml.safe_load(_member(capi_bundle.path, provider.metadata))
+    for number, (value, needle) in enumerate(UNBUILDABLE):
+        policy = work / f"policy-{number}.yaml"
+        policy.write_text(f"allowedRegistries: [registry.k8s.io]\nmaxAge: {value}\n")
+        outcome = sandbox.run("verify", capi_bundle.path, "--key", key.public, "--policy", policy)
+        assert_one_line(outcome, (2,), f"{policy}:2:9: malformed YAML", needle)
+        # the same value in a provider's metadata.yaml, signed: a finding naming its line
+        series = metadata["releaseSeries"]
+        edited = {**metadata, "releaseSeries": [{**series[0], "major": "MAJOR"}, *series[1:]]}
+        text = yaml.safe_dump(edited).replace("major: MAJOR", f"major: {value}").encode()
+        bundle = _resigned_member(capi_bundle, work / f"m{number}.tar", {provider.metadata: text})
+        outcome = verify(sandbox, bundle, key.public, "--format", "json")
+        assert_one_line(outcome, (1,), "NOT verified")
+        failures = json.loads(outcome.stdout)["failures"]
+        assert any(
+            f["kind"] == "provider"
+            and "malformed YAML at line" in f["message"]
+            and needle in f["message"]
+            for f in failures
+        ), failures
+
+
+def test_messages_quote_outside_input_briefly(
+    sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    """A value echoed in a message is cut short (80 characters), and the CLI bounds any
+    error line: a file passed by mistake is never printed whole (it may hold secrets)."""
+    key = capi_bundle.key
+    secret = "token-" + "s" * 20_000
+    spec = work / "token.txt"
+    spec.write_text(secret + "\n")
+    outcome = sandbox.run("collect", spec, "--sign-key", key.private, "-o", work / "o.tar")
+    line = assert_one_line(outcome, (2,), f"{spec}:1: must be a mapping, not 'token-ssss")
+    assert len(line) < 300, line
+    provider = capi_bundle.manifest.providers[0]
+    metadata = yaml.safe_load(_member(capi_bundle.path, provider.metadata))
+    metadata["releaseSeries"][0]["major"] = ["x" * 100] * 3000
+    bundle = _resigned_member(
+        capi_bundle, work / "long.tar", {provider.metadata: yaml.safe_dump(metadata).encode()}
+    )
+    outcome = verify(sandbox, bundle, key.public, "--format", "json")
+    failures = json.loads(outcome.stdout)["failures"]
+    messages = [f["message"] for f in failures if "must be a non-negative integer" in f["message"]]
+    assert messages and all(len(m) < 400 for m in messages), failures
+    long_path = work.joinpath(*["x" * 200] * 8, "bundle.tar")  # 1,600+ characters
+    outcome = sandbox.run("inspect", long_path)
+    line = assert_one_line(outcome, (2,), "more characters)")
+    assert len(line) <= len("airgap: error: ") + 1000 + len("... (99999 more characters)"), line
+
+
 def test_nothing_past_the_manifest_is_parsed_before_the_signature_verifies(
     sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
 ) -> None:

@@ -446,3 +446,32 @@ def test_skipping_classifies_events_of_subclasses_as_their_base() -> None:
         for cls in (Scalar, Start, Alias, End)
     ]
     assert kinds == [yamlload._SCALAR, yamlload._START, yamlload._ALIAS, yamlload._END]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("9" * 5000, "integer longer than 128 characters"),
+        ("1.5e+" + "9" * 200, "float longer than 128 characters"),
+        ("2020-13-45", "invalid timestamp: month must be in 1..12"),
+    ],
+)
+def test_small_documents_refuse_values_yaml_cannot_build_at_their_line(
+    value: str, problem: str
+) -> None:
+    text = f"kind: Metadata\nseries:\n  - major: {value}\n"
+    with pytest.raises(yaml.constructor.ConstructorError) as caught:
+        yamlsafe.safe_load(text, "m.yaml", max_bytes=1 << 20)
+    assert caught.value.problem == problem
+    assert caught.value.problem_mark is not None
+    assert (caught.value.problem_mark.line, caught.value.problem_mark.column) == (2, 11)
+    root = yamlsafe.compose(text, "m.yaml", max_bytes=1 << 20)
+    assert root is not None
+    with pytest.raises(yaml.constructor.ConstructorError, match=re.escape(problem)):
+        yamlsafe.construct(root)
+
+
+def test_small_documents_build_what_pyyaml_builds() -> None:
+    text = "a: 1\nb: [2.5, 0x1f, 1:30]\nc: 2024-02-29\nd: ~\ne: {f: yes}\n"
+    assert yamlsafe.safe_load(text, "x", max_bytes=1 << 20) == yaml.safe_load(text)
+    assert yamlsafe.safe_load("", "x", max_bytes=1) is None

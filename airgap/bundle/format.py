@@ -20,7 +20,7 @@ from airgap import jsonsafe
 from airgap.errors import BundleError
 from airgap.jsonsafe import Fields, JSONShapeError
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_JSON_DEPTH
-from airgap.names import digest_problem
+from airgap.names import digest_problem, shown
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "airgap-bundle.json"
@@ -384,7 +384,7 @@ class BundleManifest:
             version = document.raw("formatVersion")
             if version != FORMAT_VERSION or isinstance(version, bool):
                 raise BundleError(
-                    f"unsupported bundle format version {version!r} (airgap {FORMAT_VERSION})"
+                    f"unsupported bundle format version {shown(version)} (airgap {FORMAT_VERSION})"
                 )
             return cls(
                 created=document.text("created"),

@@ -16,6 +16,7 @@ from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import TarFormatError, TarReader, TarTruncated
 from airgap.errors import BundleError
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, describe_size
+from airgap.names import shown
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def _next_payload(reader: TarReader, expected: str, limit: int, path: Path) -> b
     member = reader.next()
     if member is None or member.name != expected or not member.isreg():
         found = member.name if member else "end of archive"
-        raise BundleError(f"{path}: expected {expected} next, found {found!r}")
+        raise BundleError(f"{path}: expected {expected} next, found {shown(found)}")
     if member.size > limit:
         raise BundleError(f"{path}: {expected} is larger than the {describe_size(limit)} limit")
     data = reader.pread(member.size, member.offset_data)

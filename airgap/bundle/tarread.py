@@ -28,6 +28,7 @@ from airgap.limits import (
     MAX_EXTENDED_HEADERS_PER_MEMBER,
     describe_size,
 )
+from airgap.names import shown
 
 BLOCK = 512
 REGULAR_TYPES = frozenset({b"0", b"\0", b"7"})
@@ -226,7 +227,7 @@ class TarReader:
     def _place(self, entry: TarEntry) -> TarEntry:
         if entry.size and entry.type in _NO_DATA:
             raise TarFormatError(
-                f"member {entry.name!r} at byte {entry.offset} has type {entry.type!r} "
+                f"member {shown(entry.name)} at byte {entry.offset} has type {entry.type!r} "
                 f"but declares {entry.size} bytes of data"
             )
         available = self._size - entry.offset_data

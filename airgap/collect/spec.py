@@ -24,7 +24,7 @@ from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_SPEC_BYTES
-from airgap.names import file_name_problem, provider_name_problem, version_problem
+from airgap.names import file_name_problem, provider_name_problem, shown, version_problem
 from airgap.providers.specs import ImageProviderSpec, ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
@@ -198,7 +198,7 @@ class _SpecReader:
                 raise self.error(
                     keys["version"][1],
                     f"{where}.version",
-                    f"invalid version {version!r} (expected {LATEST!r} or a tag like v1.9.4)",
+                    f"invalid version {shown(version)} (expected {LATEST!r} or a tag like v1.9.4)",
                 )
             url = self.optional_string(keys, where, "url", _check_url)
             components = self.optional_string(keys, where, "componentsFile", _check_filename)
@@ -268,10 +268,10 @@ class _SpecReader:
             text = self.string(item, key)
             if not _PROFILE_RE.match(text):
                 raise self.error(
-                    item, key, f"invalid profile {text!r} (letters, digits, '-' and '_')"
+                    item, key, f"invalid profile {shown(text)} (letters, digits, '-' and '_')"
                 )
             if text in found:
-                raise self.error(item, key, f"profile {text!r} is listed twice")
+                raise self.error(item, key, f"profile {shown(text)} is listed twice")
             found.append(text)
         return tuple(found)
 
@@ -286,7 +286,7 @@ class _SpecReader:
             raise self.error(
                 keys["version"][1],
                 f"{where}.version",
-                f"invalid version {version!r} (expected {LATEST!r} or a tag like v1.16.1)",
+                f"invalid version {shown(version)} (expected {LATEST!r} or a tag like v1.16.1)",
             )
         url = self.optional_string(keys, where, "url", _check_url)
         return ContentSpec(kind, version, url)
@@ -304,14 +304,15 @@ class _SpecReader:
             name = self.required_string(node, keys, where, "name")
             problem = provider_name_problem(name)  # the rule verify applies to records
             if not problem and len(name) > MAX_ADDON_NAME:
-                problem = f"name {name!r} is longer than {MAX_ADDON_NAME} (a label's limit)"
+                problem = f"name {shown(name)} is longer than {MAX_ADDON_NAME} (a label's limit)"
             if problem:
                 raise self.error(keys["name"][1], f"{where}.name", problem)
             if name in first_at:
                 raise self.error(
                     keys["name"][1],
                     f"{where}.name",
-                    f"duplicate manifest name {name!r} (already at manifests[{first_at[name]}])",
+                    f"duplicate manifest name {shown(name)} "
+                    f"(already at manifests[{first_at[name]}])",
                 )
             first_at[name] = index
             url = self.required_string(node, keys, where, "url")
@@ -419,7 +420,7 @@ class _SpecReader:
             text = self.string(node, key)
             if not _PLATFORM_RE.match(text):
                 raise self.error(
-                    node, key, f"invalid platform {text!r} (expected os/arch[/variant])"
+                    node, key, f"invalid platform {shown(text)} (expected os/arch[/variant])"
                 )
             if text not in platforms:
                 platforms.append(text)
@@ -432,7 +433,7 @@ class _SpecReader:
         for host_text, (host_node, node) in self.mapping(entry[1], "registries", None).items():
             where = f"registries.{host_text}"
             if not _HOST_RE.match(host_text):
-                raise self.error(host_node, where, f"invalid registry host {host_text!r}")
+                raise self.error(host_node, where, f"invalid registry host {shown(host_text)}")
             host = _DOCKER_HUB_ALIASES.get(host_text.lower(), host_text.lower())
             if host in result:
                 raise self.error(host_node, where, f"registry {host} is listed twice")
@@ -480,7 +481,7 @@ class _SpecReader:
             path = f"{where}.{key}" if where else key
             if allowed is not None and key not in allowed:
                 raise self.error(
-                    key_node, path, f"unknown key {key!r} (allowed: {', '.join(allowed)})"
+                    key_node, path, f"unknown key {shown(key)} (allowed: {', '.join(allowed)})"
                 )
             if key in result:
                 raise self.error(key_node, path, "duplicate key")
@@ -560,40 +561,40 @@ def _describe(node: Node) -> str:
         if node.tag == _NULL_TAG:
             return "empty"
         if node.tag == _STR_TAG:
-            return f"{node.value!r}"
-        return f"{node.tag.rsplit(':', 1)[-1]} {node.value!r}"
+            return f"{shown(node.value)}"
+        return f"{node.tag.rsplit(':', 1)[-1]} {shown(node.value)}"
     return "an unknown node"
 
 
 def _check_url(text: str) -> str | None:
-    shown = redact_url(text)  # a URL may carry user:password@: never repeat it
+    redacted = shown(redact_url(text))  # a URL may carry user:password@: never repeat it
     try:
         parts = urlsplit(text)
         hostname = parts.hostname
     except ValueError:
-        return f"invalid URL {shown!r}"
+        return f"invalid URL {redacted}"
     if parts.scheme.lower() not in ("http", "https", "file"):
-        return f"unsupported URL {shown!r} (use https://, http:// or file://)"
+        return f"unsupported URL {redacted} (use https://, http:// or file://)"
     if parts.scheme.lower() != "file" and not hostname:
-        return f"URL {shown!r} has no host"
+        return f"URL {redacted} has no host"
     return None
 
 
 def _check_release_version(text: str) -> str | None:
     if text == LATEST or version_problem(text):
-        return f"invalid version {text!r} (a release version like v2.8.1)"
+        return f"invalid version {shown(text)} (a release version like v2.8.1)"
     return None
 
 
 def _check_contract(text: str) -> str | None:
     if not _CONTRACT_RE.match(text):
-        return f"invalid contract {text!r} (e.g. v1beta1, v1beta2)"
+        return f"invalid contract {shown(text)} (e.g. v1beta1, v1beta2)"
     return None
 
 
 def _check_filename(text: str) -> str | None:
     if file_name_problem(text):
-        return f"invalid file name {text!r} (a release file name, no directories)"
+        return f"invalid file name {shown(text)} (a release file name, no directories)"
     return None
 
 
@@ -604,7 +605,7 @@ def _check_mirror(text: str) -> str | None:
             "credentials file (docker config.json or REGISTRY_AUTH_FILE) instead"
         )
     host = text.split("/", 1)[0]
-    problem = f"invalid mirror {text!r} (expected HOST[:PORT][/PATH])"
+    problem = f"invalid mirror {shown(text)} (expected HOST[:PORT][/PATH])"
     if not _HOST_RE.match(host) or ("." not in host and ":" not in host and host != "localhost"):
         return problem
     try:

@@ -20,6 +20,7 @@ import yaml
 
 from airgap.errors import AirgapError
 from airgap.fsutil import SecretBytes
+from airgap.names import shown
 from airgap.providers.components import Components, Variable, parse_components
 from airgap.providers.types import ProviderType
 
@@ -90,7 +91,7 @@ def _label_value(provider: ProviderVersion, value: str, hint: str = "") -> str:
     """``value`` if the API server accepts it as a label value, else a clear failure."""
     if not _LABEL_VALUE_RE.match(value):
         raise AirgapError(
-            f"{provider.type.kind} {provider.name} {provider.version}: {value!r} cannot be "
+            f"{provider.type.kind} {provider.name} {provider.version}: {shown(value)} cannot be "
             "a Kubernetes label value (at most 63 letters, digits, '-', '_' or '.'), which "
             f"the operator's ConfigMap source needs{hint}"
         )

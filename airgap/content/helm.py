@@ -49,7 +49,12 @@ from airgap.content.openpgp import MAX_KEYRING_BYTES, PublicKey, read_keyring
 from airgap.content.provenance import check_provenance
 from airgap.errors import AirgapError, InputError, NotFoundError, TLSError
 from airgap.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
-from airgap.names import file_name_problem, provider_name_problem, version_problem
+from airgap.names import (
+    file_name_problem,
+    provider_name_problem,
+    shown,
+    version_problem,
+)
 from airgap.providers.semver import try_parse
 from airgap.providers.sources import SingleFileSource, download
 from airgap.redact import redact_url
@@ -203,7 +208,7 @@ def _dependencies(
     for dependency in chart.dependencies:
         if dependency.vendored:
             continue
-        who = f"dependency {dependency.name} {dependency.version!r} of chart {chart.name}"
+        who = f"dependency {dependency.name} {shown(dependency.version)} of chart {chart.name}"
         if depth > MAX_DEPENDENCY_DEPTH:
             raise InputError(f"{who}: dependencies nested more than {MAX_DEPENDENCY_DEPTH} deep")
         if len(charts) >= MAX_CHARTS_PER_ENTRY:
@@ -264,20 +269,20 @@ def _repo_package(
 ) -> tuple[Path, Path | None]:
     base, auth = _without_userinfo(repo.strip())
     base = base.rstrip("/") + "/"
-    shown = redact_url(base)
+    base_shown = redact_url(base)
     entries = _index_entries(source, base, auth, name, staging)
     versions = [str(e.get("version")) for e in entries if e.get("version") is not None]
     chosen = constraint if constraint in versions else best(versions, constraint)
     if chosen is None:
         raise NotFoundError(
-            f"chart {name}: no version matching {constraint!r} in {shown}index.yaml "
+            f"chart {name}: no version matching {shown(constraint)} in {base_shown}index.yaml "
             f"(versions: {', '.join(versions[:10]) or 'none'})",
             404,
         )
     entry = next(e for e in entries if str(e.get("version")) == chosen)
     urls = entry.get("urls")
     if not isinstance(urls, list) or not urls or not isinstance(urls[0], str):
-        raise InputError(f"chart {name} {chosen} in {shown}index.yaml has no urls")
+        raise InputError(f"chart {name} {chosen} in {base_shown}index.yaml has no urls")
     url = urljoin(base, urls[0].strip())
     if urlsplit(url).scheme not in ("http", "https"):
         raise InputError(f"chart {name} {chosen}: package URL {redact_url(url)!r} is not http(s)")
@@ -418,7 +423,8 @@ def _oci_package(
         config = manifest.json.get("config")
         config_type = config.get("mediaType") if isinstance(config, dict) else None
         if manifest.is_index or config_type != HELM_CONFIG:
-            raise InputError(f"{what}: not a Helm chart (config media type {config_type!r})")
+            kind = shown(config_type)
+            raise InputError(f"{what}: not a Helm chart (config media type {kind})")
         layers = [b for b in blobs[1:] if b.media_type in (HELM_CHART, HELM_CHART_LEGACY)]
         if len(layers) != 1:
             raise InputError(f"{what}: expected one chart content layer, found {len(layers)}")
@@ -439,13 +445,13 @@ def _oci_tag(registry: Any, reference: str, repository: str, version: str) -> st
     if try_parse(version) is not None and not version_problem(version):
         return version.replace("+", "_")
     satisfies("0.0.0", version)  # an InputError for what is no constraint either
-    what = f"chart {reference} {version!r}"
+    what = f"chart {reference} {shown(version)}"
     tags: list[str] = registry.list_tags(repository, what=what)
     versions = {tag.replace("_", "+"): tag for tag in tags if try_parse(tag.replace("_", "+"))}
     chosen = best(versions, version)
     if chosen is None:
-        shown = ", ".join(sorted(versions)[:10]) or "none"
-        raise NotFoundError(f"{what}: no tag matches (versions: {shown})", 404)
+        listed = ", ".join(sorted(versions)[:10]) or "none"
+        raise NotFoundError(f"{what}: no tag matches (versions: {listed})", 404)
     return versions[chosen]
 
 

@@ -33,7 +33,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airgap.names import file_name_problem, provider_name_problem
+from airgap.names import file_name_problem, provider_name_problem, shown
 
 CONTENT_DIR = "content"
 PROVIDERS_DIR = "providers"  # templates live beside their provider's components
@@ -129,14 +129,14 @@ class ContentKind(enum.Enum):
             return problem
         allowed = self.required_files(version) + self.optional_files(version)
         if self is ContentKind.TEMPLATES:
-            return None if is_template_file(name) else f"{name!r} is not a cluster template"
+            return None if is_template_file(name) else f"{shown(name)} is not a cluster template"
         if self is ContentKind.MANIFESTS:
-            return None if is_manifest(name) else f"{name!r} is not a YAML manifest"
+            return None if is_manifest(name) else f"{shown(name)} is not a YAML manifest"
         if self is ContentKind.CHARTS:
             chart = is_chart(name) or name.endswith(CHART_SUFFIX + PROVENANCE_SUFFIX)
-            return None if chart else f"{name!r} is not a chart package or its provenance"
+            return None if chart else f"{shown(name)} is not a chart package or its provenance"
         if name not in allowed:
-            return f"{name!r} is not a file of {self.title} (expected {', '.join(allowed)})"
+            return f"{shown(name)} is not a file of {self.title} (expected {', '.join(allowed)})"
         return None
 
 
@@ -183,7 +183,7 @@ def name_problem(kind: ContentKind, name: str) -> str | None:
     """Why ``name`` cannot name content of ``kind``."""
     fixed = kind.fixed_name
     if fixed is not None and name != fixed:
-        return f"{kind.title} is named {fixed!r}, not {name!r}"
+        return f"{kind.title} is named {shown(fixed)}, not {shown(name)}"
     return provider_name_problem(name)
 
 

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from airgap.errors import InputError
 from airgap.limits import MAX_COMPONENTS_BYTES, describe_size
+from airgap.names import shown
 from airgap.reference import parse_reference
 from airgap.yamlload import iter_documents
 from airgap.yamlsafe import utf8_length
@@ -235,7 +236,7 @@ def _resolve_image(raw: Any, source: str, where: str) -> str:
         name, operator, default = match.group(1), match.group(2), match.group(3)
         if operator is None:
             raise InputError(
-                f"{source}: {where}: image {raw!r} needs variable {name}, which has no default"
+                f"{source}: {where}: image {shown(raw)} needs variable {name}, which has no default"
             )
         return default
 

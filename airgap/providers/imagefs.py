@@ -25,6 +25,7 @@ from airgap.limits import (
     MAX_LAYER_UNPACKED_BYTES,
     describe_size,
 )
+from airgap.names import shown
 
 BLOCK = 512
 WHITEOUT_PREFIX = ".wh."
@@ -256,7 +257,7 @@ def _decompressor(media_type: str, what: str) -> _Inflate:
         return _Unzstd(what)
     if kind.endswith((".tar", "image.rootfs.diff.tar")):
         return _Inflate()
-    raise LayerError(f"{what}: unsupported layer media type {kind!r}")
+    raise LayerError(f"{what}: unsupported layer media type {shown(kind)}")
 
 
 class _TarStream:

@@ -29,7 +29,7 @@ import yaml
 from airgap import phases, yamlsafe
 from airgap.errors import AirgapError, InputError, utf8_text
 from airgap.limits import MAX_COMPONENTS_BYTES, MAX_METADATA_BYTES, MAX_PROVIDER_IMAGE_LAYERS
-from airgap.names import provider_name_problem, version_problem
+from airgap.names import provider_name_problem, shown, version_problem
 from airgap.oci import Manifest, platform_matches
 from airgap.providers.components import parse_components
 from airgap.providers.fetch import PROVIDERS_DIR, FetchedProvider
@@ -146,7 +146,7 @@ def select_profiles(
         missing = [p for p in requested if p not in found]
         if missing:
             raise AirgapError(
-                f"{what}: no profile {missing[0]!r} in /{MANIFESTS_DIR}/ "
+                f"{what}: no profile {shown(missing[0])} in /{MANIFESTS_DIR}/ "
                 f"(it has {', '.join(names)})"
             )
         names = [p for p in names if p in requested]
@@ -287,7 +287,7 @@ def fetch_image_provider(
     ptype = _provider_type(spec, first, what)
     version = _agreeing(spec.version, first.attributes.get("version"), "version", what)
     if version_problem(version) or try_parse(version) is None:
-        raise InputError(f"{what}: version {version!r} is not a release version like v2.8.1")
+        raise InputError(f"{what}: version {shown(version)} is not a release version like v2.8.1")
     components = joined_manifests(profiles, pinned)
     contract = (
         spec.contract or first.attributes.get("contract") or contract_from_manifests(components)

@@ -16,6 +16,7 @@ import yaml
 from airgap import yamlsafe
 from airgap.errors import InputError
 from airgap.limits import MAX_METADATA_BYTES
+from airgap.names import shown
 from airgap.providers.semver import parse_version
 
 METADATA_API_VERSION = "clusterctl.cluster.x-k8s.io/v1alpha3"
@@ -67,7 +68,7 @@ def parse_metadata(text: str, source: str) -> Metadata:
     if api_version != METADATA_API_VERSION or kind != METADATA_KIND:
         raise InputError(
             f"{source}: expected apiVersion {METADATA_API_VERSION} kind {METADATA_KIND}, "
-            f"got apiVersion {api_version!r} kind {kind!r}"
+            f"got apiVersion {shown(api_version)} kind {shown(kind)}"
         )
     raw_series = document.get("releaseSeries")
     if not isinstance(raw_series, list) or not raw_series:
@@ -93,11 +94,11 @@ def _series_entry(entry: Any, index: int, source: str) -> ReleaseSeries:
     for key in ("major", "minor"):
         value = entry.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise InputError(f"{where}.{key}: must be a non-negative integer, got {value!r}")
+            raise InputError(f"{where}.{key}: must be a non-negative integer, got {shown(value)}")
         values.append(value)
     contract = entry.get("contract")
     if not isinstance(contract, str) or not contract.strip():
-        raise InputError(f"{where}.contract: must be a non-empty string, got {contract!r}")
+        raise InputError(f"{where}.contract: must be a non-empty string, got {shown(contract)}")
     return ReleaseSeries(major=values[0], minor=values[1], contract=contract.strip())
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airgap.errors import InputError
+from airgap.names import shown
 
 _NUMBER = r"0|[1-9]\d*"
 _IDENT = r"[0-9A-Za-z-]+"
@@ -21,6 +22,7 @@ _SEMVER_RE = re.compile(
     rf"(?:-(?P<pre>{_IDENT}(?:\.{_IDENT})*))?"
     rf"(?:\+(?P<build>{_IDENT}(?:\.{_IDENT})*))?$"
 )
+
 _NUMERIC_RE = re.compile(rf"^(?:{_NUMBER})$")
 
 # A pre-release identifier's sort key: numeric identifiers sort before alphanumeric ones.
@@ -96,7 +98,7 @@ def parse_version(text: str) -> Version:
     """Parse ``text``; raise InputError naming it when it is not a semantic version."""
     version = try_parse(text)
     if version is None:
-        raise InputError(f"{text!r} is not a semantic version (expected e.g. v1.9.4)")
+        raise InputError(f"{shown(text)} is not a semantic version (expected e.g. v1.9.4)")
     return version
 
 

@@ -37,7 +37,7 @@ from airgap.http import (
     with_retries,
 )
 from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES
-from airgap.names import file_name_problem, version_problem
+from airgap.names import file_name_problem, shown, version_problem
 from airgap.providers.semver import highest
 
 LATEST = "latest"
@@ -142,14 +142,14 @@ def source_for(
 def check_version(version: str, where: str) -> str:
     """A version becomes a directory name and a URL segment: refuse anything path-like."""
     if version_problem(version):
-        raise InputError(f"{where}: invalid version {version!r}")
+        raise InputError(f"{where}: invalid version {shown(version)}")
     return version
 
 
 def check_filename(filename: str, where: str) -> str:
     """Release file names are single path segments; refuse separators and dot-dirs."""
     if file_name_problem(filename):
-        raise InputError(f"{where}: invalid release file name {filename!r}")
+        raise InputError(f"{where}: invalid release file name {shown(filename)}")
     return filename
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 
 from airgap.errors import InputError
+from airgap.names import shown
 
 CORE_PROVIDER_NAME = "cluster-api"
 
@@ -65,7 +66,7 @@ class ProviderType(enum.Enum):
             if wanted in spellings:
                 return member
         valid = ", ".join(member.kind for member in cls)
-        raise InputError(f"unknown provider type {text!r}: valid types are {valid}")
+        raise InputError(f"unknown provider type {shown(text)}: valid types are {valid}")
 
 
 _OPERATOR_TYPES: dict[ProviderType, str] = {

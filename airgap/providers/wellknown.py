@@ -19,6 +19,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from airgap.names import shown
 from airgap.providers.types import ProviderType
 
 # name, type, URL: clusterctl's defaults() in its order, byte for byte.
@@ -171,11 +172,11 @@ def _shares_a_part(name: str, known: str) -> bool:
 
 def unknown_provider_message(name: str, provider_type: ProviderType) -> str:
     """Why ``name`` needs a URL, with the built-in names the user may have meant."""
-    message = f"unknown provider {name!r} of type {provider_type.kind}"
+    message = f"unknown provider {shown(name)} of type {provider_type.kind}"
     other_types = [ptype.kind for known, ptype in WELL_KNOWN if known == name]
     hints = []
     if other_types:
-        hints.append(f"{name!r} is built in as {', '.join(other_types)} only")
+        hints.append(f"{shown(name)} is built in as {', '.join(other_types)} only")
     close = closest_names(name, provider_type)
     if close:
         hints.append(f"closest built-in names: {', '.join(close)}")

@@ -40,6 +40,7 @@ from airgap.content.kinds import ContentKind, parse_kind
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import read_small
 from airgap.limits import MAX_POLICY_BYTES, MAX_TRUST_FILE_BYTES
+from airgap.names import shown
 from airgap.oci import INDEX_TYPES, platform_matches
 from airgap.providers.types import ProviderType
 from airgap.reference import Reference, parse_reference
@@ -107,13 +108,16 @@ def load_policy(path: Path) -> Policy:
     try:
         text = read_small(path, MAX_POLICY_BYTES, "policy").decode("utf-8")
         root = yamlsafe.compose(text, str(path), max_bytes=MAX_POLICY_BYTES)
-        document = yaml.SafeLoader("").construct_document(root) if root is not None else None
+        document = yamlsafe.construct(root) if root is not None else None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: a policy is UTF-8 YAML ({exc.reason})") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise SpecError(f"{path}{where}: malformed YAML") from exc
+        problem = getattr(exc, "problem", None)
+        raise SpecError(
+            f"{path}{where}: malformed YAML{f': {problem}' if problem else ''}"
+        ) from exc
     if document is None:
         document = {}
     lines = _Lines(path, root)
@@ -124,7 +128,9 @@ def load_policy(path: Path) -> Policy:
         close = difflib.get_close_matches(unknown[0], sorted(_KEYS), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         raise lines.error(
-            "", f"unknown key {unknown[0]!r} ({hint}known: {', '.join(sorted(_KEYS))})", unknown[0]
+            "",
+            f"unknown key {shown(unknown[0])} ({hint}known: {', '.join(sorted(_KEYS))})",
+            unknown[0],
         )
     return Policy(
         allowed_registries=(
@@ -201,7 +207,8 @@ def _platforms_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
         parts = platform.split("/")
         if not 2 <= len(parts) <= 3 or not all(parts):
             raise lines.error(
-                f"requiredPlatforms[{index}]", f"{platform!r} is not os/arch or os/arch/variant"
+                f"requiredPlatforms[{index}]",
+                f"{shown(platform)} is not os/arch or os/arch/variant",
             )
     return platforms
 
@@ -218,7 +225,9 @@ def _signatures_of(document: dict[str, Any], lines: _Lines) -> SignaturePolicy |
     for key in rule:
         if key not in _SIGNATURE_KEYS:
             raise lines.nested(
-                f"unknown key {str(key)!r} (known: {', '.join(_SIGNATURE_KEYS)})", top, str(key)
+                f"unknown key {shown(str(key))} (known: {', '.join(_SIGNATURE_KEYS)})",
+                top,
+                str(key),
             )
     images = _nested_strings(rule, "images", lines)
     keys: list[NamedKey] = []
@@ -286,7 +295,7 @@ def _identities(value: Any, lines: _Lines) -> tuple[Identity, ...]:
         for key, text in entry.items():
             if key not in _IDENTITY_KEYS:
                 raise lines.nested(
-                    f"unknown key {str(key)!r} (known: {', '.join(_IDENTITY_KEYS)})",
+                    f"unknown key {shown(str(key))} (known: {', '.join(_IDENTITY_KEYS)})",
                     *steps,
                     str(key),
                 )
@@ -333,7 +342,7 @@ def _content_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
         if parse_kind(kind) is None:
             known = ", ".join(k.value for k in ContentKind)
             raise lines.error(
-                f"requiredContent[{index}]", f"unknown kind {kind!r} (known: {known})"
+                f"requiredContent[{index}]", f"unknown kind {shown(kind)} (known: {known})"
             )
     return kinds
 
@@ -357,11 +366,11 @@ def _age(value: Any, lines: _Lines) -> timedelta | None:
         return None
     match = _AGE_RE.match(str(value).strip())
     if not match:
-        raise lines.error("maxAge", f"must look like 30d, 12h or 90m, not {value!r}")
+        raise lines.error("maxAge", f"must look like 30d, 12h or 90m, not {shown(value)}")
     try:
         return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
     except OverflowError as exc:
-        raise lines.error("maxAge", f"{value!r} is too large") from exc
+        raise lines.error("maxAge", f"{shown(value)} is too large") from exc
 
 
 def evaluate(
@@ -461,7 +470,9 @@ def _age_rule(policy: Policy, manifest: BundleManifest, now: datetime | None) ->
     created = _created(manifest)
     if created is None:
         return _result(
-            "maxAge", [f"created {manifest.created!r}"], "bundle creation time is not a timestamp"
+            "maxAge",
+            [f"created {shown(manifest.created)}"],
+            "bundle creation time is not a timestamp",
         )
     age = (now or datetime.now(tz=UTC)) - created
     offending = [f"created {manifest.created}"] if age > policy.max_age else []
