@@ -49,6 +49,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from airgap import jsonsafe
 from airgap.limits import MAX_SIGNATURE_PAYLOAD_BYTES
+from airgap.names import shown
 from airgap.supplychain.cosign import (
     PublicKey,
     Rejected,
@@ -332,11 +333,11 @@ def _check_logged(entry: _Entry, signed: _Signed, public_der: bytes) -> None:
     logged = parse_entry(entry.body)
     if logged.kind != entry.kind:
         raise Rejected(
-            f"the log entry's body is a {logged.kind!r}, its kindVersion a {entry.kind[:40]!r}"
+            f"the log entry's body is a {shown(logged.kind)}, its kindVersion a {shown(entry.kind)}"
         )
     if logged.kind != signed.kind:
         raise Rejected(
-            f"the log entry is a {logged.kind!r}; this signature needs a {signed.kind!r}"
+            f"the log entry is a {shown(logged.kind)}; this signature needs a {signed.kind!r}"
         )
     if logged.signature != signed.signature:
         raise Rejected("the Rekor entry logs another signature")
