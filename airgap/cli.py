@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from airgap.importing.importer import ImportOptions
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
-from airgap.textfmt import human_size
+from airgap.textfmt import human_size, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,8 +43,9 @@ MAX_MESSAGE_CHARS = 1000  # of an error line, before "... (N more characters)"
 def _fail(message: str, code: int) -> int:
     # the last guards: a URL's user:password@ never reaches the terminal, whoever built
     # the message (click quotes bad option values back verbatim), and a message quoting
-    # outside input at length (a path, a value) stays one readable line
-    click.echo(f"airgap: error: {_bounded(scrub(message))}", err=True)
+    # outside input (a path, a value, a server's words) stays one readable line that
+    # the terminal shows rather than obeys
+    click.echo(f"airgap: error: {_bounded(printable(scrub(message)))}", err=True)
     return code
 
 
@@ -171,7 +172,9 @@ def _enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> No
     if value:
         from airgap import httplog
 
-        httplog.enable(lambda line: click.echo(f"airgap: debug: {scrub(line)}", err=True))
+        httplog.enable(
+            lambda line: click.echo(f"airgap: debug: {printable(scrub(line))}", err=True)
+        )
 
 
 def debug_option(function: F) -> F:
@@ -421,7 +424,8 @@ def inspect(bundle: Path, fmt: str, wide: bool) -> int:
         click.echo(json.dumps(inventory_json(manifest), indent=2))
         return 0
     click.echo(
-        f"{bundle}{parts}: created {manifest.created} by airgap {manifest.tool_version}, "
+        f"{bundle}{parts}: created {printable(manifest.created)} by airgap "
+        f"{printable(manifest.tool_version)}, "
         f"{len(manifest.providers)} providers, {len(manifest.images)} images, "
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
@@ -986,7 +990,7 @@ def serve(
         sys.stdout.flush()
 
     def log(line: str) -> None:
-        click.echo(f"airgap: serve: {scrub(line)}", err=True)
+        click.echo(f"airgap: serve: {printable(scrub(line))}", err=True)
 
     run_serve(verified, address, tls=tls, log=log if access_log else None, ready=ready)
     return 0

@@ -1,4 +1,9 @@
-"""Plain-text tables and sizes for human output (stable, greppable, no colour codes)."""
+"""Plain-text tables and sizes for human output (stable, greppable, no colour codes).
+
+What a table shows often comes from a bundle nobody has verified yet (``inspect``,
+``diff``, a failed ``verify``): every cell goes through ``printable``, so a manifest
+field holding terminal escape sequences (colours, cursor moves that hide lines, a title
+or clipboard write) is shown as backslash escapes, never obeyed by the terminal."""
 
 from __future__ import annotations
 
@@ -7,6 +12,16 @@ from collections.abc import Iterable, Sequence
 
 TABLE_WIDTH = 100  # what a table may take unless --wide: fits a terminal split in two
 ELLIPSIS = "…"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on one line: control characters, and bytes that were not
+    UTF-8 in a tar header (surrogate escapes), become backslash escapes."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
 
 
 def human_size(size: int) -> str:
@@ -47,15 +62,15 @@ def table(
     fits: ``shrink`` lists ``(column, floor)`` steps, each narrowing its column down to
     ``floor`` before the next step starts. ``rows`` is read twice (widths, then lines):
     it may make its rows anew on each pass rather than hold them (one per image)."""
-    widths = [len(h) for h in headers]
+    widths = [len(printable(h)) for h in headers]
     for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+        widths = [max(w, len(printable(cell))) for w, cell in zip(widths, row, strict=True)]
     if max_width is not None:
         widths = _fit(widths, max_width, shrink)
     lines = itertools.chain((headers,), rows)
     return "\n".join(
         "  ".join(
-            shorten_middle(cell, width).ljust(width)
+            shorten_middle(printable(cell), width).ljust(width)
             for cell, width in zip(line, widths, strict=True)
         ).rstrip()
         for line in lines

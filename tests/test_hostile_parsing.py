@@ -473,6 +473,46 @@ def test_messages_quote_outside_input_briefly(
     assert len(line) <= len("airgap: error: ") + 1000 + len("... (99999 more characters)"), line
 
 
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x1b[31m"  # clear the screen, set the title, red
+
+
+def test_terminal_escapes_in_a_bundle_are_shown_never_obeyed(
+    sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    """inspect, diff and a failed verify print fields of bundles nobody has verified: a
+    field holding escape sequences must reach the terminal as text (``\\x1b[2J``)."""
+
+    def edit(manifest: BundleManifest) -> BundleManifest:
+        provider = dataclasses.replace(
+            manifest.providers[0], contract=f"v1beta1{ESCAPES}", source=f"https://x/{ESCAPES}"
+        )
+        image = dataclasses.replace(manifest.images[0], platforms=(f"linux/amd64{ESCAPES}",))
+        return dataclasses.replace(
+            manifest,
+            created=f"2026-11-24T00:00:00Z{ESCAPES}",
+            tool_version=f"0.1.0{ESCAPES}",
+            providers=[provider, *manifest.providers[1:]],
+            images=[image, *manifest.images[1:]],
+        )
+
+    hostile = tamper.resign(
+        capi_bundle.path, work / "escapes.tar", capi_bundle.key.private, edit=edit
+    )
+    shown = ESCAPES.encode("unicode_escape").decode("ascii")
+    for args in (
+        ("inspect", hostile),
+        ("inspect", hostile, "--wide"),
+        ("diff", capi_bundle.path, hostile),
+        ("verify", hostile, "--no-signature"),
+        ("verify", hostile, "--key", capi_bundle.key.public),
+    ):
+        outcome = sandbox.run(*args)
+        assert "\x1b" not in outcome.stdout + outcome.stderr, args
+        assert "\x07" not in outcome.stdout + outcome.stderr, args
+        assert "Traceback" not in outcome.stderr, outcome.stderr
+        assert shown in outcome.stdout + outcome.stderr, (args, outcome.stdout[-2000:])
+
+
 def test_nothing_past_the_manifest_is_parsed_before_the_signature_verifies(
     sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
 ) -> None:

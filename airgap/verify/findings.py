@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-def printable(text: str) -> str:
-    """``text`` safe to print on one line: control characters, and bytes that were not
-    UTF-8 in a tar header (surrogate escapes), become backslash escapes."""
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
+from airgap.textfmt import printable
 
 
 @dataclass(frozen=True)

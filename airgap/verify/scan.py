@@ -45,7 +45,8 @@ from airgap.bundle.tarread import BLOCK, TarEntry, TarFormatError, TarReader, Ta
 from airgap.errors import BundleError
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
 from airgap.progress import QUIET, Progress
-from airgap.verify.findings import Failure, printable
+from airgap.textfmt import printable
+from airgap.verify.findings import Failure
 
 
 def _usable_cores() -> int:
