@@ -695,6 +695,24 @@ def test_endless_token_replies_and_error_bodies_are_cut_short(
         assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
 
 
+def test_a_huge_auth_challenge_is_parsed_in_linear_time(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    """A 60 KB ``WWW-Authenticate`` of one word took the challenge parser ~30 s of CPU
+    (every position rescanned the rest of the word); it is one pass now."""
+    tiny = TinyRegistry()
+    with hostile_server(tiny) as server:
+        tiny.on_ping = lambda request, wire: wire.send(
+            401, {"WWW-Authenticate": "Bearer " + "a" * 60_000}
+        )
+        spec = spec_for(server, tiny)
+        # the old parser alone took ~25 s here; a hostile test's usual bound is 60 s
+        outcome = sandbox.run(
+            "collect", spec, "--sign-key", signing_key.private, "-o", work / "b.tar", timeout=10
+        )
+        assert_one_line(outcome, (1,), server.host, "bearer challenge without realm")
+
+
 @pytest.mark.parametrize("where", ["headers", "body"])
 def test_a_server_sending_one_byte_a_second_fails_in_bounded_time(
     where: str,

@@ -30,7 +30,10 @@ from airgap.registry.credentials import Credentials, CredentialSource
 
 CLIENT_ID = "airgap"  # the OAuth2 client_id sent with a refresh-token grant
 QueryParams = list[tuple[str, str | int | float | bool | None]]  # a token request's query
-_PARAM_RE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+# auth-param = token "=" ( token / quoted-string ). Linear in the header's length: a
+# parameter starts only where a word does, and nothing gives back what it matched (without
+# both, a 64 KiB header of one word took ~30 s: every start rescanned the rest of it)
+_PARAM_RE = re.compile(r'(?<!\w)(\w++)\s*+=\s*+(?:"((?:[^"\\]++|\\.)*+)"|([^\s,]++))')
 
 
 @dataclass(frozen=True)
