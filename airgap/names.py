@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import reprlib
 
+from airgap.redact import scrub
+
 # A provider name is a Kubernetes label value (provider.cluster.x-k8s.io/name) and part
 # of object and directory names: a DNS label, as clusterctl's own names are.
 MAX_PROVIDER_NAME = 63
@@ -36,6 +38,7 @@ def shown(value: object, limit: int = 80) -> str:
     string as its repr, cut at ``limit`` characters; any other parsed value (a number,
     list or mapping from YAML or JSON) as its repr abridged the same way."""
     if isinstance(value, str):
+        value = scrub(value)  # before the cut, which could leave half a user:pass@
         quoted = repr(value[:limit])
         return quoted + ("..." if len(value) > limit else "")
     text = reprlib.repr(value)  # lists, mappings and long numbers abridged as it builds

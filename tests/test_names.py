@@ -19,3 +19,10 @@ def test_shown_abridges_any_parsed_value() -> None:
     assert len(long_list) <= 83 and long_list.startswith("['xxx")
     assert len(shown({"k": list(range(10_000))})) <= 83
     assert len(shown(10**120)) <= 83
+
+
+def test_shown_drops_user_info_before_cutting() -> None:
+    """Cut first, a long URL could keep ``user:pa`` and lose the ``@`` that marks it."""
+    url = "https://" + "m" * 70 + ".example/x:secretpassword@host/path"
+    assert "secret" not in shown(url)
+    assert shown("git+https://user:token@example.com/repo") == "'git+https://example.com/repo'"
