@@ -101,6 +101,10 @@ def test_best_version_and_bad_constraint() -> None:
     assert best(["1.0.0"], ">=2") is None
     with pytest.raises(InputError, match="invalid version constraint"):
         satisfies("1.0.0", ">=one")
+    # pre-releases semver refuses: an empty identifier, a numeric one with a leading zero
+    for constraint in ("53-.", "^8-.", "1.2.3-01", "~1.2.3-rc..1"):
+        with pytest.raises(InputError, match="invalid pre-release in version constraint"):
+            satisfies("1.2.3", constraint)
 
 
 def test_spec_reads_charts(tmp_path: Path) -> None:

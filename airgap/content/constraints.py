@@ -29,7 +29,8 @@ MAX_CONSTRAINT = 256
 def _version(major: int, minor: int, patch: int, pre: tuple[str, ...] = ()) -> Version:
     text = f"{major}.{minor}.{patch}" + (f"-{'.'.join(pre)}" if pre else "")
     parsed = try_parse(text)
-    assert parsed is not None
+    if parsed is None:  # a pre-release semver refuses (``1-.``, ``1.2.3-01``), as Helm does
+        raise InputError(f"invalid pre-release in version constraint: {text[:80]!r}")
     return parsed
 
 
