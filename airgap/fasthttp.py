@@ -24,6 +24,7 @@ this module owns is what any transport owns, bounded as the rest of airgap is:
 from __future__ import annotations
 
 import contextlib
+import re
 import select
 import socket
 import ssl
@@ -45,6 +46,7 @@ MAX_IDLE_PER_ORIGIN = 32
 SENDFILE_STEP = 1 << 20  # a file body's bytes per paced sendfile (and progress report)
 _BODYLESS_STATUSES = frozenset({204, 304})
 _RESENDABLE = frozenset({"GET", "HEAD"})
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 Origin = tuple[str, str, int]
@@ -616,7 +618,10 @@ def _parse_head(
     headers: list[tuple[bytes, bytes]] = []
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
-        if not colon or not name or not _TOKEN.issuperset(name):
+        # a bare CR or LF, NUL or any other control in a value (RFC 9110 5.5 allows HTAB
+        # only) is refused, as h11 refuses it: a line break h11 would see is never hidden
+        # inside a value here
+        if not colon or not name or not _TOKEN.issuperset(name) or _CONTROL.search(value):
             raise httpx.RemoteProtocolError(
                 f"malformed response header line {line[:60]!r}", request=request
             )

@@ -188,13 +188,26 @@ def test_request_bodies_are_sent_as_declared_and_chunked_without_a_length() -> N
         (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", "Content-Length"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length"),
         (b"HTTP/1.1 200 OK\r\n folded: header\r\n\r\n", "malformed response header"),
+        (b"HTTP/1.1 200 OK\r\nLocation: /a\nX: y\r\n\r\n", "malformed response header"),
+        (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n", "malformed response header"),
         (b"HTTP/9 200 OK\r\n\r\n", "malformed status line"),
         (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n", "over 64 KiB"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "received 5 bytes, expected 10"),
         (b"", "without sending a response"),
     ],
-    ids=["two-lengths", "negative", "obs-fold", "version", "huge-head", "chunk", "short", "none"],
+    ids=[
+        "two-lengths",
+        "negative",
+        "obs-fold",
+        "bare-lf",
+        "nul",
+        "version",
+        "huge-head",
+        "chunk",
+        "short",
+        "none",
+    ],
 )
 def test_malformed_answers_are_protocol_errors(answer: bytes, message: str) -> None:
     def script(conn: socket.socket, request: bytes) -> None:
