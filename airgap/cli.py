@@ -839,9 +839,12 @@ def _import_options(
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.configmaps.variables import VariableValues, load_variables
+    from airgap.fsutil import check_output_dir
     from airgap.importing.importer import ImportOptions
     from airgap.rewrite.mapping import Target
 
+    if output_dir is not None:
+        check_output_dir(output_dir)  # before anything is pushed
     file_values = load_variables(variables_file) if variables_file else {}
     return ImportOptions(
         target=Target.parse(registry),

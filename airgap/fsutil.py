@@ -101,6 +101,13 @@ def output_parts(relative: str) -> list[str]:
     return parts
 
 
+def check_output_dir(root: Path) -> None:
+    """Refuse an output directory that exists as something else (``/dev/null``, a FIFO),
+    where ``mkdir`` would only say "File exists"; checked before a command starts work."""
+    if root.exists() and not root.is_dir():
+        raise InputError(f"output directory {root} is not a directory")
+
+
 def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
     """Write ``files`` (relative path -> bytes) below ``root``, all or nothing.
 
@@ -112,6 +119,7 @@ def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
     ``root`` itself is the user's choice and may be a link. ``SecretBytes`` are written
     mode 0600, everything else 0644, whatever the umask."""
     plans = [(relative, output_parts(relative), data) for relative, data in files.items()]
+    check_output_dir(root)
     root.mkdir(parents=True, exist_ok=True)
     with _DirectoryTree(root) as tree:
         for _, parts, _ in plans:  # refuse a link before creating or writing anything

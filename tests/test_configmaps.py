@@ -506,6 +506,9 @@ def test_namespace_option_puts_everything_in_one(
 def test_configmaps_needs_output_dir(capi_bundle: CollectedBundle) -> None:
     result = run_airgap(*configmaps_args(capi_bundle.path, capi_bundle.key.public, None))
     assert_clean_failure(result, 2, "--output-dir")
+    # a device or FIFO where the directory should be: a usage error naming it
+    result = run_configmaps(capi_bundle, capi_bundle.key.public, Path("/dev/null"))
+    assert_clean_failure(result, 2, "output directory /dev/null is not a directory")
 
 
 def test_wrong_key_writes_nothing(
