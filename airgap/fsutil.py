@@ -32,12 +32,32 @@ def file_mode(data: bytes) -> int:
     return 0o600 if isinstance(data, SecretBytes) else 0o644
 
 
+def check_replaceable(path: Path, *, overwrite: bool, what: str) -> None:
+    """Refuse to write a ``what`` at ``path``: always where something other than a
+    regular file or a link is (a rename would put a file in place of ``/dev/null`` and
+    break the machine), otherwise where anything is, unless ``overwrite``."""
+    _refuse_special(path, what)
+    if (path.is_symlink() or path.exists()) and not overwrite:
+        raise InputError(f"{path} already exists; refusing to overwrite a {what} (use --force)")
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    try:
+        kind = os.lstat(path).st_mode
+    except OSError:
+        return  # nothing there (or nothing airgap can see): the write says what is wrong
+    if not (stat.S_ISREG(kind) or stat.S_ISLNK(kind)):
+        raise InputError(f"{path} is not a regular file; refusing to replace it with a {what}")
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
     """Write to a temporary file beside ``path`` and rename it into place on success.
 
     The temporary file is registered with ``airgap.interrupt`` (removed on Ctrl-C or
-    SIGTERM), and a full disk names ``path`` in its error."""
+    SIGTERM), and a full disk names ``path`` in its error. A device, FIFO, socket or
+    directory at ``path`` is never replaced."""
+    _refuse_special(path, "file")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     temp = Path(name)

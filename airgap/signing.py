@@ -15,7 +15,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from airgap.errors import InputError, SignatureError
-from airgap.fsutil import write_atomic
+from airgap.fsutil import check_replaceable, write_atomic
 from airgap.inputfile import read_small
 
 MAX_KEY_BYTES = 64 * 1024  # a PEM Ed25519 key is a few hundred bytes
@@ -42,8 +42,7 @@ def generate_keypair(private_path: Path, *, overwrite: bool = False) -> tuple[Pa
     """Write a new private key (mode 0600) and its public key; refuse to clobber keys."""
     public_path = public_key_path(private_path)
     for path in (private_path, public_path):
-        if path.exists() and not overwrite:
-            raise InputError(f"{path} already exists; refusing to overwrite a key (use --force)")
+        check_replaceable(path, overwrite=overwrite, what="key")
     from cryptography.hazmat.primitives import serialization  # see load_public_key
 
     key = Ed25519PrivateKey.generate()

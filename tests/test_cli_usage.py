@@ -131,6 +131,27 @@ def test_collect_refuses_to_overwrite_a_bundle_without_force(
     assert run_airgap("verify", output, "--key", signing_key.public).returncode == 0
 
 
+def test_force_never_replaces_a_device_fifo_or_socket(
+    tmp_path: Path, small_spec: Path, signing_key: SigningKey
+) -> None:
+    """``keygen /dev/null --force`` renamed a key file over /dev/null (as root: a broken
+    machine). ``--force`` replaces files and links, nothing else, for keys and bundles."""
+    fifo = tmp_path / "pipe"
+    part = tmp_path / "split.tar.000"  # the first part of a bundle written in parts
+    for special in (fifo, part):
+        os.mkfifo(special)
+    collect = ("collect", small_spec, "--sign-key", signing_key.private, "--force", "-o")
+    for args, special in (
+        (("keygen", fifo, "--force"), fifo),
+        ((*collect, fifo), fifo),
+        ((*collect, tmp_path / "split.tar", "--part-size", "700MiB"), part),
+    ):
+        result = run_airgap(*args)
+        assert_clean_failure(result, 2, str(special), "not a regular file")
+        assert special.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "spec.yaml", "split.tar.000"]
+
+
 # -- policy files: FILE:LINE ----------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ from airgap.bundle.parts import (
 )
 from airgap.bundle.source import ensure_descriptors
 from airgap.errors import InputError
-from airgap.fsutil import atomic_writer, write_atomic
+from airgap.fsutil import atomic_writer, check_replaceable, write_atomic
 
 BLOCK = tarfile.BLOCKSIZE
 END_OF_ARCHIVE = b"\0" * (BLOCK * 2)
@@ -354,11 +354,8 @@ def _lay_out(plan: TarPlan, sink: Sink) -> list[Region]:
 
 def check_parts_output(output: Path, *, overwrite: bool) -> None:
     """Refuse to write parts over an earlier split bundle unless ``overwrite``."""
-    existing = [p for p in (part_name(output, 0), parts_list_path(output)) if p.exists()]
-    if existing and not overwrite:
-        raise InputError(
-            f"{existing[0]} already exists; refusing to overwrite a bundle (use --force)"
-        )
+    for path in (part_name(output, 0), parts_list_path(output)):
+        check_replaceable(path, overwrite=overwrite, what="bundle")
 
 
 def write_parts(

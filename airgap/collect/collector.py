@@ -50,6 +50,7 @@ from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, 
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
+from airgap.fsutil import check_replaceable
 from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.parallel import Started
@@ -208,8 +209,7 @@ def check_output(output: Path, *, overwrite: bool) -> None:
         )
     if output.is_dir():
         raise InputError(f"{output} is a directory; -o names the bundle file to write")
-    if (output.exists() or output.is_symlink()) and not overwrite:
-        raise InputError(f"{output} already exists; refusing to overwrite a bundle (use --force)")
+    check_replaceable(output, overwrite=overwrite, what="bundle")
 
 
 def _fetch_providers(
