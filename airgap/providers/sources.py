@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,9 +22,9 @@ from urllib.request import url2pathname
 
 import httpx
 
-from airgap import interrupt, jsonsafe
+from airgap import jsonsafe
 from airgap.errors import AirgapError, HTTPStatusError, InputError, NotFoundError
-from airgap.fsutil import name_the_path
+from airgap.fsutil import atomic_writer
 from airgap.http import (
     ResponseTooLarge,
     iter_body,
@@ -611,20 +610,9 @@ def download(
 
 def write_atomically(dest: Path, chunks: Iterable[bytes]) -> None:
     """Write ``chunks`` to a temp file next to ``dest`` and rename it into place."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    temp = Path(temp_name)
-    try:
-        with interrupt.tracked(temp), os.fdopen(fd, "wb") as out:
-            for chunk in chunks:
-                out.write(chunk)
-        temp.replace(dest)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise name_the_path(exc, dest) from None
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    with atomic_writer(dest) as out:
+        for chunk in chunks:
+            out.write(chunk)
 
 
 def _github_pinned(rest: str, url: str) -> tuple[str | None, str | None]:
