@@ -38,6 +38,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 MAX_MESSAGE_CHARS = 1000  # of an error line, before "... (N more characters)"
+MAX_PASSWORD_CHARS = 64 * 1024  # registry tokens (JWTs) are a few KiB
 
 
 def _fail(message: str, code: int) -> int:
@@ -596,7 +597,10 @@ def _read_password(username: str | None, password_stdin: bool) -> Credentials | 
         except EOFError:
             password = ""
     else:
-        password = sys.stdin.readline().rstrip("\r\n")
+        line = sys.stdin.readline(MAX_PASSWORD_CHARS + 1)  # never all of an endless pipe
+        if len(line.rstrip("\r\n")) > MAX_PASSWORD_CHARS:
+            raise InputError(f"--password-stdin: longer than {MAX_PASSWORD_CHARS} characters")
+        password = line.rstrip("\r\n")
     if not password:
         raise InputError("--password-stdin: no password on standard input")
     return Credentials(username, password)

@@ -152,6 +152,20 @@ def test_force_never_replaces_a_device_fifo_or_socket(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "spec.yaml", "split.tar.000"]
 
 
+def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: SigningKey) -> None:
+    """``--password-stdin`` read a whole line, so an endless pipe without a newline was
+    read into memory; a password over 64 KiB is refused before anything else is done."""
+    bundle = tmp_path / "absent.tar"
+    args = ("import", bundle, "--key", signing_key.public, "--registry", "127.0.0.1:1/x")
+    result = run_airgap(
+        *args, "--username", "u", "--password-stdin", input="p" * (1 << 20), timeout=60
+    )
+    assert_clean_failure(result, 2, "--password-stdin", "longer than 65536 characters")
+    # a password of the longest size passes on to the next check (the missing bundle)
+    result = run_airgap(*args, "--username", "u", "--password-stdin", input="p" * 65536 + "\n")
+    assert_clean_failure(result, 2, str(bundle))
+
+
 # -- policy files: FILE:LINE ----------------------------------------------------------
 
 
