@@ -34,6 +34,13 @@ def open_regular(path: Path, what: str) -> tuple[int, int]:
     return fd, info.st_size
 
 
+def check_regular(path: Path, what: str) -> None:
+    """Fail as ``open_regular`` would for a file read later (a CA file at the TLS
+    handshake): not found, unreadable, or a device, FIFO or directory."""
+    fd, _ = open_regular(path, what)
+    os.close(fd)
+
+
 def read_small(path: Path, limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes."""
     fd, size = open_regular(path, what)

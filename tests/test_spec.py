@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -94,6 +95,16 @@ def test_absolute_ca_file(tmp_path: Path) -> None:
         write(tmp_path, f"images: [nginx]\nregistries:\n  quay.io: {{caFile: {ca}}}\n")
     )
     assert spec.registries["quay.io"].ca_file == str(ca)
+
+
+def test_a_ca_file_must_be_a_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    for ca, problem in ((fifo, "is a FIFO, not a regular file"), (tmp_path / "x.pem", "not found")):
+        path = write(tmp_path, f"images: [nginx]\nregistries:\n  quay.io: {{caFile: {ca}}}\n")
+        expected = f"spec.yaml:3: registries.quay.io.caFile: CA file {ca} {problem}"
+        with pytest.raises(SpecError, match=re.escape(expected)):
+            load_spec(path)
 
 
 PROVIDER = "providers:\n  - {name: aws, type: InfrastructureProvider, version: v2.7.1}\n"

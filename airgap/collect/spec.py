@@ -22,7 +22,7 @@ from airgap import yamlsafe
 from airgap.content.constraints import satisfies
 from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
 from airgap.errors import InputError, SpecError
-from airgap.inputfile import read_small
+from airgap.inputfile import check_regular, read_small
 from airgap.limits import MAX_SPEC_BYTES
 from airgap.names import file_name_problem, provider_name_problem, shown, version_problem
 from airgap.providers.specs import ImageProviderSpec, ProviderSpec
@@ -461,8 +461,10 @@ class _SpecReader:
         path = Path(text).expanduser()
         if not path.is_absolute():
             path = self.base_dir / path
-        if not path.is_file():
-            raise self.error(keys[key][1], f"{where}.{key}", f"{what} {path} not found")
+        try:
+            check_regular(path, what)
+        except InputError as exc:
+            raise self.error(keys[key][1], f"{where}.{key}", str(exc)) from None
         return str(path.resolve())
 
     # --- node helpers ---------------------------------------------------------------
