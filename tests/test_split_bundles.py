@@ -235,6 +235,21 @@ def test_a_missing_or_short_part_is_named(split: Split, tmp_path: Path) -> None:
     assert_clean_failure(result, 1, f"part {count} of {count} (capi.tar.{count - 1:03d})")
 
 
+def test_a_parts_list_claiming_absurd_sizes_is_refused_before_any_part_is_read(
+    split: Split, tmp_path: Path
+) -> None:
+    """2**70 bytes in parts of 1: the list of sizes that claim stands for would not fit
+    in memory (an OverflowError traceback before); the count is checked first."""
+    bundle, _ = _copy(split, tmp_path / "copy")
+    listed = parts_list_path(bundle)
+    document = json.loads(listed.read_bytes())
+    for size, part_size in ((2**70, 100), (10**12, 1)):
+        listed.write_text(json.dumps({**document, "size": size, "partSize": part_size}))
+        for command in (("inspect", bundle), ("verify", bundle, "--key", split.key.public)):
+            result = run_airgap(*command, timeout=60)
+            assert_clean_failure(result, 1, "capi.tar.parts.json", "do not cut")
+
+
 def test_the_parts_list_is_signed_and_bound_to_its_bundle(split: Split, tmp_path: Path) -> None:
     bundle, parts = _copy(split, tmp_path / "copy")
     listed = parts_list_path(bundle)

@@ -183,7 +183,12 @@ class PartsList:
             )
         except JSONShapeError as exc:
             raise BundleError(f"malformed parts list: {exc}") from None
-        if [p.size for p in parts] != part_sizes(listed.size, listed.part_size):
+        # the count first: the sizes of a list claiming 2**70 bytes in parts of 1 would
+        # not fit in memory (or in an index), and it names at most MAX_PARTS parts
+        count = -(-listed.size // listed.part_size)
+        if count != len(parts) or [p.size for p in parts] != part_sizes(
+            listed.size, listed.part_size
+        ):
             raise BundleError(
                 f"{where}: the part sizes do not cut {listed.size} bytes into parts of "
                 f"{listed.part_size}"
