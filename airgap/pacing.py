@@ -42,12 +42,14 @@ class Pacing:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Pacing:
         environment = os.environ if env is None else env
         return cls(
-            idle=_seconds(environment, IDLE_ENV, DEFAULT_IDLE_TIMEOUT),
-            progress=_seconds(environment, PROGRESS_ENV, DEFAULT_PROGRESS_TIMEOUT),
+            idle=env_seconds(environment, IDLE_ENV, DEFAULT_IDLE_TIMEOUT),
+            progress=env_seconds(environment, PROGRESS_ENV, DEFAULT_PROGRESS_TIMEOUT),
         )
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """Seconds from the environment variable ``name`` (``default`` when unset); anything
+    but a number between 0 and 86400 is an InputError naming the variable."""
     text = env.get(name, "").strip()
     if not text:
         return default

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import select
 import selectors
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import tarfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,12 +57,13 @@ START_TIMEOUT = 60
 class Served:
     """A running ``airgap serve`` subprocess and where it listens."""
 
-    def __init__(self, *args: str | Path) -> None:
+    def __init__(self, *args: str | Path, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [*AIRGAP, "serve", *map(str, args), "--listen", "127.0.0.1:0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **(env or {})},
         )
         selector = selectors.DefaultSelector()
         assert self.process.stdout is not None
@@ -428,3 +433,36 @@ def _source_digests_unchanged(world: World) -> None:
     for record in world.manifest.images:
         if record.reference in served and record.source_digest is None:
             assert served[record.reference] == record.digest
+
+
+def test_a_client_trickling_its_request_head_is_cut_off_at_the_deadline(
+    world: World, signing_key: SigningKey
+) -> None:
+    """A byte a second keeps every per-read timeout happy; the head deadline
+    (``AIRGAP_SERVE_HEAD_TIMEOUT``, here 2 s) ends the connection and frees its slot."""
+    served = Served(
+        world.pinned.bundle, "--key", signing_key.public, env={"AIRGAP_SERVE_HEAD_TIMEOUT": "2"}
+    )
+    try:
+        host, port = served.address.rsplit(":", 1)
+        trickler = socket.create_connection((host, int(port)), timeout=10)
+        started = time.monotonic()
+        cut = False
+        for byte in b"GET /v2/ HTTP/1.1\r\nHost: " + b"x" * 20:
+            try:
+                trickler.sendall(bytes([byte]))
+            except OSError:
+                cut = True
+                break
+            readable, _, _ = select.select([trickler], [], [], 0.5)
+            if readable and trickler.recv(1) == b"":
+                cut = True
+                break
+        assert cut, "the server kept a connection whose head never finished"
+        assert time.monotonic() - started < 8
+        trickler.close()
+        # a request sent at once is answered as always
+        assert httpx.get(f"{served.url}/v2/", timeout=10).status_code == 200
+    finally:
+        code, stderr = served.stop()
+        assert code == 128 + signal.SIGTERM, stderr

@@ -2,8 +2,10 @@
 
 Built on the standard library's ``http.server`` (``ThreadingHTTPServer``: a thread per
 connection, HTTP/1.1 keep-alive), which already bounds request lines and headers; this
-module adds the routes, a cap on concurrent connections, an idle timeout per read, TLS
-with the handshake on the connection's own thread, and the distribution error format
+module adds the routes, a cap on concurrent connections, an idle timeout per read, a
+deadline for each request's head (``HeadDeadlines``: a client trickling a byte a minute
+would otherwise keep its connection slot for ever), TLS with the handshake on the
+connection's own thread, and the distribution error format
 (``{"errors": [{"code": "MANIFEST_UNKNOWN", ...}]}``).
 
 Manifests are answered from memory, as the bytes verification hashed. Blob bytes go
@@ -16,11 +18,13 @@ pulls, as it does with any registry.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,14 +36,57 @@ from airgap.bundle.source import BundleSource
 from airgap.fsutil import FileAt
 from airgap.names import digest_problem
 from airgap.oci import OCI_INDEX
+from airgap.pacing import env_seconds
 from airgap.serve.catalog import EMPTY_REFERRERS, AmbiguousName, Catalog, Repository
 from airgap.serve.ranges import Unsatisfiable, parse_range
 
 MAX_CONNECTIONS = 128  # connections served at once; more wait in the listen queue
 IDLE_TIMEOUT = 60.0  # seconds a connection may sit without sending or taking a byte
+HEAD_TIMEOUT_ENV = "AIRGAP_SERVE_HEAD_TIMEOUT"
+# seconds from a connection's start (its TLS handshake included), or from the end of its
+# last request, until the next request line and headers are in, as Go's
+# ReadHeaderTimeout: a waiting keep-alive connection is closed then, and clients reconnect
+DEFAULT_HEAD_TIMEOUT = 30.0
 TLS_CHUNK = 256 << 10
 _ROUTES = ("manifests", "blobs", "tags", "referrers")
 _ALLOWED = "GET, HEAD"
+
+
+class HeadDeadlines:
+    """Connections whose request head is being read, each with the time it is due by.
+
+    One thread per server checks them twice a second and shuts down the late ones (the
+    blocked read on the connection's own thread then ends), so a deadline costs a dict
+    entry per request, not a thread or a timer."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._due: dict[int, tuple[float, socket.socket]] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._watch, name="serve-head-deadlines", daemon=True).start()
+
+    def start(self, key: int, connection: socket.socket) -> None:
+        """From now (unless already started: a TLS handshake's deadline runs on)."""
+        with self._lock:
+            self._due.setdefault(key, (time.monotonic() + self.seconds, connection))
+
+    def done(self, key: int) -> None:
+        with self._lock:
+            self._due.pop(key, None)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(0.5):
+            now = time.monotonic()
+            with self._lock:
+                late = [key for key, (due, _) in self._due.items() if due <= now]
+                connections = [self._due.pop(key)[1] for key in late]
+            for connection in connections:
+                with contextlib.suppress(OSError):  # already gone
+                    connection.shutdown(socket.SHUT_RDWR)
 
 
 @dataclass(frozen=True)
@@ -76,6 +123,9 @@ class RegistryServer(ThreadingHTTPServer):
                 self.socket, server_side=True, do_handshake_on_connect=False
             )
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.head_deadlines = HeadDeadlines(
+            env_seconds(os.environ, HEAD_TIMEOUT_ENV, DEFAULT_HEAD_TIMEOUT)
+        )
 
     @property
     def url(self) -> str:
@@ -96,6 +146,10 @@ class RegistryServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def server_close(self) -> None:
+        self.head_deadlines.close()
+        super().server_close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away or spoke garbage costs its connection, no traceback."""
@@ -124,8 +178,22 @@ class RegistryHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.server.head_deadlines.start(id(self), self.connection)
         if isinstance(self.connection, ssl.SSLSocket):
             self.connection.do_handshake()
+
+    def handle_one_request(self) -> None:
+        self.server.head_deadlines.start(id(self), self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.head_deadlines.done(id(self))  # a request that never parsed
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()
+        finally:  # the head is in (or refused): the body and the answer take their time
+            self.server.head_deadlines.done(id(self))
 
     def do_GET(self) -> None:
         self._route(head=False)
