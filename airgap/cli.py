@@ -597,10 +597,10 @@ def _read_password(username: str | None, password_stdin: bool) -> Credentials | 
         except EOFError:
             password = ""
     else:
-        line = sys.stdin.readline(MAX_PASSWORD_CHARS + 1)  # never all of an endless pipe
-        if len(line.rstrip("\r\n")) > MAX_PASSWORD_CHARS:
+        # never all of an endless pipe
+        password = sys.stdin.readline(MAX_PASSWORD_CHARS + 1).rstrip("\r\n")
+        if len(password) > MAX_PASSWORD_CHARS:
             raise InputError(f"--password-stdin: longer than {MAX_PASSWORD_CHARS} characters")
-        password = line.rstrip("\r\n")
     if not password:
         raise InputError("--password-stdin: no password on standard input")
     return Credentials(username, password)

@@ -36,18 +36,20 @@ def check_replaceable(path: Path, *, overwrite: bool, what: str) -> None:
     """Refuse to write a ``what`` at ``path``: always where something other than a
     regular file or a link is (a rename would put a file in place of ``/dev/null`` and
     break the machine), otherwise where anything is, unless ``overwrite``."""
-    _refuse_special(path, what)
-    if (path.is_symlink() or path.exists()) and not overwrite:
+    if _refuse_special(path, what) and not overwrite:
         raise InputError(f"{path} already exists; refusing to overwrite a {what} (use --force)")
 
 
-def _refuse_special(path: Path, what: str) -> None:
+def _refuse_special(path: Path, what: str) -> bool:
+    """Whether anything is at ``path`` (a dangling link too), refusing what is neither a
+    regular file nor a link."""
     try:
         kind = os.lstat(path).st_mode
     except OSError:
-        return  # nothing there (or nothing airgap can see): the write says what is wrong
+        return False  # nothing there (or nothing airgap can see): the write says what
     if not (stat.S_ISREG(kind) or stat.S_ISLNK(kind)):
         raise InputError(f"{path} is not a regular file; refusing to replace it with a {what}")
+    return True
 
 
 @contextlib.contextmanager

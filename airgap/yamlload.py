@@ -62,7 +62,7 @@ from airgap.limits import (
     MAX_COMPONENTS_DEPTH,
 )
 from airgap.names import shown
-from airgap.yamlsafe import BoundedConstructor, nested_deeper_than
+from airgap.yamlsafe import BoundedConstructor, nested_deeper_than, one_line
 from airgap.yamlskim import skim
 
 try:  # libyaml's scanner and parser; absent when PyYAML was built without it
@@ -372,7 +372,7 @@ def iter_documents(
             problem = _too_deep(bound)
         raise InputError(f"{source}{_where(exc)}: malformed YAML: {problem}") from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date 2020-13-45
-        raise InputError(f"{source}: malformed YAML: {_one_line(str(exc))}") from None
+        raise InputError(f"{source}: malformed YAML: {one_line(str(exc))}") from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -460,13 +460,9 @@ def _problem(exc: yaml.YAMLError) -> str:
     if isinstance(problem, str) and problem:
         if isinstance(context, str) and context and context_mark is not None:
             # "while scanning a simple key at line 3, could not find expected ':'"
-            return _one_line(f"{context} at line {context_mark.line + 1}, {problem}")
-        return _one_line(problem)
+            return one_line(f"{context} at line {context_mark.line + 1}, {problem}")
+        return one_line(problem)
     reason = getattr(exc, "reason", None)  # ReaderError: a forbidden character
     if isinstance(reason, str) and reason:
-        return _one_line(reason)
-    return _one_line(str(exc)) or "invalid YAML"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:300]
+        return one_line(reason)
+    return one_line(str(exc)) or "invalid YAML"

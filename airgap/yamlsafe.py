@@ -172,10 +172,15 @@ class _CheckedConstructor(BoundedConstructor):
         try:
             return super().construct_object(node, deep)
         except (ValueError, TypeError, OverflowError) as exc:  # not a YAMLError
-            problem = " ".join(str(exc).split())[:200] or type(exc).__name__
+            problem = one_line(str(exc)) or type(exc).__name__
             raise ConstructorError(
                 None, None, f"invalid {node.tag.rsplit(':', 1)[-1]}: {problem}", node.start_mark
             ) from None
+
+
+def one_line(text: str) -> str:
+    """A parser's problem for a one-line message: whitespace runs as one space, cut."""
+    return " ".join(text.split())[:300]
 
 
 def construct(root: yaml.Node) -> Any:
