@@ -38,9 +38,12 @@ if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv" >&2
   "$python" -m venv .venv
 fi
+# The versions are constraints.txt's, the set the suite last passed with; PIP_CONSTRAINT
+# (not -c) so that the isolated build of airgap itself gets the pinned setuptools too.
 stamp=.venv/.airgap-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   echo "bootstrap: installing airgap into .venv" >&2
+  export PIP_CONSTRAINT="$PWD/constraints.txt"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
