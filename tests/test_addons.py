@@ -29,7 +29,7 @@ from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.releases import ReleaseServer
 from tests.harness.specs import assert_spec_error, spec_of
 from tests.test_management_import import kustomize
@@ -224,7 +224,7 @@ def test_missing_manifest_url_fails_in_one_line(
 def test_import_writes_cluster_resource_sets_pointing_at_the_mirror(
     addon_bundle: tuple[Path, dict[str, str]],
     signing_key: SigningKey,
-    registry_factory,
+    registry_factory: RegistryFactory,
     tmp_path: Path,
 ) -> None:
     bundle, images = addon_bundle

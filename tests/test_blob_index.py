@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -19,14 +20,14 @@ from airgap.oci import sha256_digest
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap
-from tests.harness.faultproxy import FaultProxy
+from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.images import OciLayout, push_image
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 
 
 def _import(
     bundle: CollectedBundle, host: str, prefix: str, cache: Path, out: Path
-) -> dict[str, object]:
+) -> dict[str, Any]:
     result = run_airgap(
         "import",
         bundle.path,
@@ -40,7 +41,7 @@ def _import(
         env={"AIRGAP_CACHE_DIR": str(cache)},
     )
     assert result.returncode == 0, result.stderr
-    return json.loads((out / "import-report.json").read_text())
+    return cast(dict[str, Any], json.loads((out / "import-report.json").read_text()))
 
 
 def _assert_images_intact(bundle: CollectedBundle, registry: RegistryServer, prefix: str) -> None:
@@ -71,7 +72,10 @@ def _blob_requests(proxy: FaultProxy) -> list[tuple[str, int | str]]:
 
 
 def test_a_second_prefix_mounts_every_blob_and_uploads_none(
-    capi_bundle: CollectedBundle, registry_factory, fault_proxy_factory, tmp_path: Path
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
 ) -> None:
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
@@ -96,8 +100,8 @@ def test_a_second_prefix_mounts_every_blob_and_uploads_none(
 def test_a_stale_or_forged_index_costs_an_upload_never_a_wrong_image(
     capi_bundle: CollectedBundle,
     corpus_layout: OciLayout,
-    registry_factory,
-    fault_proxy_factory,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
     tmp_path: Path,
 ) -> None:
     registry = registry_factory("plain")
@@ -142,7 +146,7 @@ def test_a_stale_or_forged_index_costs_an_upload_never_a_wrong_image(
     ids=["binary", "deep", "other-registry", "wrong-types", "future-format"],
 )
 def test_a_corrupt_index_is_ignored_and_replaced(
-    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path, content: bytes
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path, content: bytes
 ) -> None:
     registry = registry_factory("plain")
     cache = tmp_path / "cache"
@@ -156,7 +160,7 @@ def test_a_corrupt_index_is_ignored_and_replaced(
 
 
 def test_an_unwritable_cache_only_costs_the_hint(
-    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry = registry_factory("plain")
     cache = tmp_path / "cache"

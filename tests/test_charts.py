@@ -20,6 +20,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import jsonschema
 import oras.provider
@@ -46,7 +47,7 @@ from tests.harness.helmprov import (
     sign_provenance,
 )
 from tests.harness.images import TestImage
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.releases import ReleaseServer
 from tests.harness.specs import assert_spec_error, spec_of
 
@@ -422,11 +423,11 @@ def chart_bundle(
     return ChartBundle(output, images, web, libs["1.1.0"], prov, oci_chart)
 
 
-def bundle_manifest(path: Path) -> dict:
+def bundle_manifest(path: Path) -> dict[str, Any]:
     with tarfile.open(path) as archive:
         member = archive.extractfile("airgap-bundle.json")
         assert member is not None
-        return json.loads(member.read())
+        return cast(dict[str, Any], json.loads(member.read()))
 
 
 def test_collect_carries_charts_byte_for_byte(
@@ -658,7 +659,10 @@ def test_hostile_provenance_fails_in_one_line(
 
 
 def test_import_pushes_oci_helm_charts_and_writes_values(
-    chart_bundle: ChartBundle, signing_key: SigningKey, registry_factory, tmp_path: Path
+    chart_bundle: ChartBundle,
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+    tmp_path: Path,
 ) -> None:
     registry: RegistryServer = registry_factory("plain")
     out = tmp_path / "out"
@@ -722,15 +726,15 @@ def test_import_pushes_oci_helm_charts_and_writes_values(
 
 
 def test_status_asks_for_every_chart_and_names_a_lost_layer(
-    chart_bundle: ChartBundle, signing_key: SigningKey, registry_factory
+    chart_bundle: ChartBundle, signing_key: SigningKey, registry_factory: RegistryFactory
 ) -> None:
     """The OCI charts import builds are rebuilt by status from the bundle: all there
     is Available; the web chart's package layer lost from the registry's storage is
     Degraded, naming the chart, where it is and the blob."""
     registry: RegistryServer = registry_factory("plain")
-    target = ["--key", signing_key.public, "--registry", f"{registry.host}/mirror"]
+    target: list[str | Path] = ["--key", signing_key.public, "--registry", f"{registry.host}/mirror"]
     assert run_airgap("import", chart_bundle.path, *target, "-q").returncode == 0
-    status = ["status", chart_bundle.path, *target, "--format", "json"]
+    status: list[str | Path] = ["status", chart_bundle.path, *target, "--format", "json"]
     result = run_airgap(*status)
     assert result.returncode == 0, result.stdout
     available = json.loads(result.stdout)["conditions"][0]

@@ -143,7 +143,7 @@ def test_import_format_json_is_the_report_file(
 ) -> None:
     bundle, _ = small_bundle
     target = registry_factory("plain")
-    common = ["--key", signing_key.public, "--registry", f"{target.host}/mirror"]
+    common: list[str | Path] = ["--key", signing_key.public, "--registry", f"{target.host}/mirror"]
     dry = run_airgap("import", bundle, *common, "--dry-run", "--format", "json")
     assert dry.returncode == 0, dry.stderr
     text = run_airgap("import", bundle, *common, "--dry-run").stdout.splitlines()
@@ -268,7 +268,9 @@ def refusing_proxy() -> Iterator[RefusingProxy]:
     proxy.close()
 
 
-def _collect(spec_images: list[str], tmp_path: Path, key: SigningKey, env: dict[str, str]):
+def _collect(
+    spec_images: list[str], tmp_path: Path, key: SigningKey, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     spec = write_spec(tmp_path / "spec.yaml", {"images": spec_images})
     clean = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     output = tmp_path / "o.tar"

@@ -17,8 +17,8 @@ from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import assert_clean_failure, run_airgap
-from tests.harness.images import TestImage
-from tests.harness.registry import RegistryServer
+from tests.harness.images import OciLayout, TestImage
+from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.releases import ReleaseServer, make_metadata
 from tests.harness.tarextract import extract
 
@@ -182,6 +182,7 @@ def test_registry_settings_ca_file_and_stored_credentials(
         env={"DOCKER_CONFIG": str(config)},
     )
     assert result.returncode == 0, result.stderr
+    assert secure_registry.password is not None
     assert secure_registry.password not in result.stderr + result.stdout
     with tarfile.open(output) as tar:
         assert secure_registry.password.encode() not in tar.extractfile(MANIFEST_NAME).read()  # type: ignore[union-attr]
@@ -247,7 +248,10 @@ def test_unreachable_registry(tmp_path: Path, signing_key: SigningKey) -> None:
 
 
 def test_corrupt_registry_blob_aborts_naming_the_image(
-    tmp_path: Path, registry_factory, corpus_layout, signing_key: SigningKey
+    tmp_path: Path,
+    registry_factory: RegistryFactory,
+    corpus_layout: OciLayout,
+    signing_key: SigningKey,
 ) -> None:
     from tests.harness.images import CorpusEntry, push_corpus
 

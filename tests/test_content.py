@@ -13,20 +13,22 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
-from airgap.bundle.format import ContentRecord
+from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.chart import read_chart, values_overrides
 from airgap.content.fetch import ContentRequest, fetch_content, request_for
 from airgap.content.kinds import ContentKind, ContentSpec, operator_chart_file
 from airgap.errors import InputError, NotFoundError
 from airgap.providers.sources import index_page_files, source_for
-from airgap.reference import parse_reference
+from airgap.reference import Reference, parse_reference
 from tests.harness import tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.management import (
@@ -95,7 +97,7 @@ def test_spec_error_through_the_cli(tmp_path: Path) -> None:
 OPERATOR_IMAGE = "registry.k8s.io/capi-operator/cluster-api-operator:v0.24.0"
 
 
-def render_image_line(values: dict, app_version: str) -> str:
+def render_image_line(values: dict[str, Any], app_version: str) -> str:
     """The operator chart's deployment template image line, as Helm renders it:
     ``{{ if .registry }}REG/{{ end }}REPO{{ if .digest }}@DIGEST{{ else }}:TAG``."""
     manager = values["image"]["manager"]
@@ -124,7 +126,7 @@ def test_values_overrides_point_the_chart_at_the_mirror() -> None:
     digest = "sha256:" + "ab" * 32
     target = parse_reference("mirror.local:5000/capi/capi-operator/cluster-api-operator:v0.24.0")
 
-    def where(reference: str):
+    def where(reference: str) -> tuple[Reference, str] | None:
         return (target, digest) if reference == OPERATOR_IMAGE else None
 
     values = values_overrides(chart, where)
@@ -436,7 +438,7 @@ def test_sbom_lists_content_files(management_bundle: ManagementBundle, sbom: str
     records = {f.path: f.sha256 for f in management_bundle.manifest.files}
     wanted = [path for c in management_bundle.manifest.contents for path in c.files]
     if sbom == "spdx":
-        found = {
+        found: dict[str, Any] = {
             f["fileName"].removeprefix("./"): {
                 c["algorithm"]: c["checksumValue"] for c in f["checksums"]
             }
@@ -457,7 +459,7 @@ def test_sbom_lists_content_files(management_bundle: ManagementBundle, sbom: str
 def test_policy_required_content(management_bundle: ManagementBundle, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("requiredContent: [certManager, operator, templates]\n")
-    args = ["verify", management_bundle.path, "--key", management_bundle.key.public]
+    args: list[str | Path] = ["verify", management_bundle.path, "--key", management_bundle.key.public]
     assert run_airgap(*args, "--policy", policy).returncode == 0
     # content images meet the image rules too: the operator's tag is not allowed here
     policy.write_text("requiredContent: [certManager]\nforbiddenTags: [v0.24.0]\n")
@@ -474,14 +476,16 @@ def test_policy_required_content(management_bundle: ManagementBundle, tmp_path: 
     assert_clean_failure(run_airgap(*args, "--policy", policy), 2, "requiredContent", "helmfiles")
 
 
-def forged(bundle: ManagementBundle, tmp_path: Path, edit) -> tuple[Path, Path]:
+def forged(
+    bundle: ManagementBundle, tmp_path: Path, edit: Callable[[BundleManifest], BundleManifest]
+) -> tuple[Path, Path]:
     private, public = tamper.new_key(tmp_path)
     out = tamper.resign(bundle.path, tmp_path / "forged.tar", private, edit=edit)
     return out, public
 
 
-def edit_content(index: int, **changes):
-    def edit(manifest):
+def edit_content(index: int, **changes: Any) -> Callable[[BundleManifest], BundleManifest]:
+    def edit(manifest: BundleManifest) -> BundleManifest:
         contents = list(manifest.contents)
         contents[index] = replace(contents[index], **changes)
         return replace(manifest, contents=contents)
@@ -527,7 +531,10 @@ def edit_content(index: int, **changes):
     ],
 )
 def test_verify_refuses_forged_content_records(
-    management_bundle: ManagementBundle, tmp_path: Path, edit, needle: str
+    management_bundle: ManagementBundle,
+    tmp_path: Path,
+    edit: Callable[[BundleManifest], BundleManifest],
+    needle: str,
 ) -> None:
     bundle, public = forged(management_bundle, tmp_path, edit)
     result = run_airgap("verify", bundle, "--key", public, "--format", "json")

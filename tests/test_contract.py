@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,7 +210,7 @@ def test_vsphere_corp_shape_collects_verifies_and_imports(
 
 def _collect(
     spec: dict[str, object], tmp_path: Path, signing_key: SigningKey, env: dict[str, str]
-) -> tuple[object, Path]:
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     path = write_spec(tmp_path / "spec.yaml", spec)
     output = tmp_path / "x.tar"
     result = run_airgap("collect", path, "--sign-key", signing_key.private, "-o", output, env=env)
@@ -253,7 +254,7 @@ def test_incompatible_provider_fails_at_collect_before_any_image(
     result, output = _collect(
         spec, tmp_path, signing_key, {"GITHUB_API_URL": vsphere_world.api_url}
     )
-    line = assert_clean_failure(result, 2)  # type: ignore[arg-type]
+    line = assert_clean_failure(result, 2)
     assert line == (
         f"airgap: error: {tmp_path / 'spec.yaml'}: providers that cannot be installed "
         "together (core provider cluster-api v1.11.1 (v1beta2)): "
@@ -268,7 +269,7 @@ def test_incompatible_provider_fails_at_collect_before_any_image(
 def test_core_versions_disagreeing_fail_at_collect(
     vsphere_world: ReleaseServer, signing_key: SigningKey, tmp_path: Path
 ) -> None:
-    spec = {
+    spec: dict[str, object] = {
         "providers": [
             {"name": "cluster-api", "type": "CoreProvider", "version": "v1.10.5"},
             {"name": "cluster-api", "type": "CoreProvider", "version": "v1.11.1"},
@@ -276,7 +277,7 @@ def test_core_versions_disagreeing_fail_at_collect(
     }
     result, _ = _collect(spec, tmp_path, signing_key, {"GITHUB_API_URL": vsphere_world.api_url})
     assert_clean_failure(
-        result,  # type: ignore[arg-type]
+        result,
         2,
         "core provider versions disagree on contract: v1beta1, v1beta2",
         "cluster-api v1.10.5 (v1beta1), cluster-api v1.11.1 (v1beta2)",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tests.harness import skopeo, tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
 from tests.harness.images import TestImage
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.tarextract import extract
 
 PREFIX = "mirror"
@@ -46,7 +47,9 @@ def changed_pieces(bundles: DeltaBundles) -> set[str]:
     return {new.digest} | (new.blob_digests - old.blob_digests)
 
 
-def import_(bundle: Path, registry: RegistryServer, key: Path, *extra: object):
+def import_(
+    bundle: Path, registry: RegistryServer, key: Path, *extra: str | Path
+) -> subprocess.CompletedProcess[str]:
     return run_airgap(
         "import",
         bundle,
@@ -152,7 +155,7 @@ def test_verify_refuses_a_delta_that_hides_a_missing_blob(
 
 
 def test_a_delta_into_a_registry_without_its_base_fails_and_pushes_nothing(
-    delta_bundles: DeltaBundles, registry_factory
+    delta_bundles: DeltaBundles, registry_factory: RegistryFactory
 ) -> None:
     registry: RegistryServer = registry_factory("plain")
     result = import_(delta_bundles.one_delta, registry, delta_bundles.key.public)
@@ -183,7 +186,7 @@ def test_a_delta_into_a_registry_without_its_base_fails_and_pushes_nothing(
 
 
 def test_base_then_delta_resolves_every_image_with_source_digests(
-    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+    delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry: RegistryServer = registry_factory("plain")
     key = delta_bundles.key.public
@@ -221,7 +224,7 @@ def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_pat
     manifest = tmp_path / MANIFEST_NAME
     output = tmp_path / "from-manifest.tar"
     key = delta_bundles.key
-    args = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", output]
+    args: list[str | Path] = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", output]
     result = run_airgap(*args, "--base", manifest, "--base-key", key.public, env=delta_bundles.env)
     assert result.returncode == 0, result.stderr
     assert set(carried_blobs(output)) == changed_pieces(delta_bundles)
@@ -237,14 +240,14 @@ def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_pat
 
 
 def test_an_upgrade_delta_mounts_what_a_new_repository_shares(
-    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+    delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     """The upgrade adds ``delta/extra``, whose base layer the target holds only in
     other repositories: the delta relies on it, and import mounts it across."""
     key = delta_bundles.key
     new_spec = delta_bundles.directory / "new.yaml"
     delta = tmp_path / "upgrade-delta.tar"
-    args = [
+    args: list[str | Path] = [
         "collect",
         new_spec,
         "--sign-key",
@@ -276,13 +279,13 @@ def test_an_upgrade_delta_mounts_what_a_new_repository_shares(
 
 
 def test_a_split_delta_of_a_split_base(
-    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+    delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     """Parts everywhere: the base is read from its parts, the delta written as parts,
     and verify, diff and import read the delta's parts directly."""
     key = delta_bundles.key
     base = tmp_path / "base.tar"
-    args = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", base]
+    args: list[str | Path] = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", base]
     collected = run_airgap(*args, "--part-size", "16KiB", env=delta_bundles.env)
     assert collected.returncode == 0, collected.stderr
     assert not base.exists() and (tmp_path / "base.tar.001").exists()

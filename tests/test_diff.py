@@ -13,20 +13,22 @@ import json
 import re
 import tarfile
 from pathlib import Path
+from typing import Any, cast
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
 from airgap.bundle.reader import read_head
 from tests.harness import tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
+from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.tarextract import extract
 from tests.test_delta import carried_blobs, changed_pieces
 
 
-def diff_json(old: Path, new: Path, *extra: object) -> dict:
+def diff_json(old: Path, new: Path, *extra: str | Path) -> dict[str, Any]:
     result = run_airgap("diff", old, new, "--format", "json", *extra)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return cast(dict[str, Any], json.loads(result.stdout))
 
 
 def test_a_provider_upgrade_with_a_contract_change(delta_bundles: DeltaBundles) -> None:
@@ -166,7 +168,7 @@ def test_a_signature_that_does_not_verify_is_one_line(
 
 
 def test_content_sets_and_providers_added_and_removed(
-    delta_bundles: DeltaBundles, management_bundle
+    delta_bundles: DeltaBundles, management_bundle: ManagementBundle
 ) -> None:
     """Against a management bundle (cert-manager, the operator, templates, other
     providers): every content set is added, providers are added and removed."""

@@ -15,6 +15,8 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import TypedDict, Unpack
 
 import httpx
 import pytest
@@ -79,8 +81,16 @@ def _content_length(head: bytes) -> int:
     return 0
 
 
+class _PacingFields(TypedDict, total=False):
+    idle: float
+    progress: float
+    minimum: int
+
+
 @contextmanager
-def _client(script: Script, **pacing: float) -> Iterator[tuple[httpx.Client, _Server]]:
+def _client(
+    script: Script, **pacing: Unpack[_PacingFields]
+) -> Iterator[tuple[httpx.Client, _Server]]:
     server = _Server(script)
     transport = fasthttp.FastTransport(pacing=Pacing(**pacing) if pacing else Pacing())
     with httpx.Client(transport=transport) as client:
@@ -283,7 +293,7 @@ def test_connection_failures_keep_their_cause() -> None:
 
 
 def test_a_file_body_goes_by_sendfile_across_files_and_reports_progress(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A FileBody (a pushed blob, spanning two parts of a split bundle here) is sent by
     the kernel, step by step, with its progress; the server gets exactly its bytes."""
@@ -324,7 +334,7 @@ def test_a_file_body_goes_by_sendfile_across_files_and_reports_progress(
     assert len(reached) // 2 > 3  # one report per step
 
 
-def test_a_file_body_whose_file_shrank_fails_with_its_owners_error(tmp_path) -> None:
+def test_a_file_body_whose_file_shrank_fails_with_its_owners_error(tmp_path: Path) -> None:
     def script(conn: socket.socket, request: bytes) -> None:  # pragma: no cover
         conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from airgap.collect.spec import ProviderSpec
 from airgap.errors import AirgapError, InputError, NotFoundError
 from airgap.http import build_client
 from airgap.providers.fetch import FetchedProvider, fetch_provider
+from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import (
     WELL_KNOWN,

@@ -19,7 +19,7 @@ from airgap.bundle.reader import read_head
 from tests.harness import skopeo
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.test_delta import PREFIX, carried_blobs, changed_pieces, import_, target_of
 
 
@@ -59,7 +59,7 @@ def collect_with_have(
 
 
 def test_have_list_round_trip(
-    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+    delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry: RegistryServer = registry_factory("plain")
     key = delta_bundles.key.public
@@ -92,7 +92,7 @@ def test_have_list_round_trip(
 
 
 def test_a_drifted_registry_gets_back_what_it_lost(
-    delta_bundles: DeltaBundles, registry_factory, tmp_path: Path
+    delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     """A blob the disconnected registry lost is not in its have-list, so the next
     bundle carries it again, and importing that bundle puts it back."""

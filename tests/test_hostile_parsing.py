@@ -486,7 +486,7 @@ def test_terminal_escapes_in_a_bundle_are_shown_never_obeyed(
         provider = dataclasses.replace(
             manifest.providers[0], contract=f"v1beta1{ESCAPES}", source=f"https://x/{ESCAPES}"
         )
-        image = dataclasses.replace(manifest.images[0], platforms=(f"linux/amd64{ESCAPES}",))
+        image = dataclasses.replace(manifest.images[0], platforms=[f"linux/amd64{ESCAPES}"])
         return dataclasses.replace(
             manifest,
             created=f"2026-11-24T00:00:00Z{ESCAPES}",

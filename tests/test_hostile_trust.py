@@ -19,8 +19,10 @@ import shutil
 import socket
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
 import httpx
@@ -37,10 +39,13 @@ from airgap.providers.types import ProviderType
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
 from tests.harness import tamper
-from tests.harness.bundle_fixtures import CollectedBundle
+from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
-from tests.harness.registry import RegistryServer
-from tests.harness.releases import make_components, make_metadata
+from tests.harness.faultproxy import FaultProxyFactory
+from tests.harness.images import TestImage
+from tests.harness.pki import Pki
+from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.releases import ReleaseServer, make_components, make_metadata
 
 PREFIX = "capi"
 
@@ -76,7 +81,11 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
 
 
 def import_cli(
-    bundle: Path, key: Path, registry: RegistryServer, *extra: str | Path, env=None
+    bundle: Path,
+    key: Path,
+    registry: RegistryServer,
+    *extra: str | Path,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return run_airgap(
         "import",
@@ -203,7 +212,10 @@ def blob_roles(bundle: Path) -> tuple[set[str], dict[str, int]]:
 
 
 def test_components_edited_after_an_import_are_refused_and_forged_caches_change_nothing(
-    capi_bundle: CollectedBundle, bundle_copy: Path, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle,
+    bundle_copy: Path,
+    registry_factory: RegistryFactory,
+    tmp_path: Path,
 ) -> None:
     registry = registry_factory("plain")
     key = capi_bundle.key.public
@@ -248,7 +260,10 @@ def test_components_edited_after_an_import_are_refused_and_forged_caches_change_
 
 
 def test_a_layer_edited_after_an_import_is_never_pushed(
-    capi_bundle: CollectedBundle, bundle_copy: Path, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle,
+    bundle_copy: Path,
+    registry_factory: RegistryFactory,
+    tmp_path: Path,
 ) -> None:
     """Blobs are committed under their digest: a registry that already holds a blob
     needs no byte of it (and holds the signed content), one that lacks it refuses the
@@ -286,7 +301,10 @@ def test_a_layer_edited_after_an_import_is_never_pushed(
 
 
 def test_an_image_manifest_edited_after_an_import_is_refused_even_with_all_blobs_there(
-    capi_bundle: CollectedBundle, bundle_copy: Path, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle,
+    bundle_copy: Path,
+    registry_factory: RegistryFactory,
+    tmp_path: Path,
 ) -> None:
     key = capi_bundle.key.public
     registry = registry_factory("plain")
@@ -301,7 +319,7 @@ def test_an_image_manifest_edited_after_an_import_is_refused_even_with_all_blobs
 
 
 def test_a_chunked_upload_whose_bytes_do_not_hash_to_the_digest_is_never_committed(
-    registry_factory, fault_proxy_factory
+    registry_factory: RegistryFactory, fault_proxy_factory: FaultProxyFactory
 ) -> None:
     """The chunked path cannot hold back a last byte the way a monolithic stream does:
     the client hashes what the registry accepted and cancels instead of committing."""
@@ -311,7 +329,7 @@ def test_a_chunked_upload_whose_bytes_do_not_hash_to_the_digest_is_never_committ
     digest = "sha256:" + hashlib.sha256(signed).hexdigest()
     altered = signed[:-1] + bytes([signed[-1] ^ 1])
 
-    def body(offset: int):
+    def body(offset: int) -> Iterator[bytes]:
         yield altered[offset:]
 
     with httpx.Client() as client:
@@ -406,7 +424,7 @@ class _EvilRegistry:
     ids=["traversal", "uppercase", "short", "suffix", "algorithm"],
 )
 def test_collect_refuses_a_registry_digest_that_is_not_a_digest(
-    digest: str, signing_key, tmp_path: Path
+    digest: str, signing_key: SigningKey, tmp_path: Path
 ) -> None:
     registry = _EvilRegistry(digest)
     try:
@@ -427,7 +445,9 @@ def test_collect_refuses_a_registry_digest_that_is_not_a_digest(
     assert not any(".." in path or "/x" in path for path in registry.paths)
 
 
-def resigned(capi_bundle: CollectedBundle, tmp_path: Path, edit) -> Path:
+def resigned(
+    capi_bundle: CollectedBundle, tmp_path: Path, edit: Callable[[BundleManifest], BundleManifest]
+) -> Path:
     """The CAPI bundle with its manifest edited by ``edit`` and re-signed with the key
     the importer trusts: what a compromised collect (or stolen key) could produce."""
     return tamper.resign(
@@ -435,7 +455,9 @@ def resigned(capi_bundle: CollectedBundle, tmp_path: Path, edit) -> Path:
     )
 
 
-def _provider_edit(index: int = 1, **changes: object):
+def _provider_edit(
+    index: int = 1, **changes: Any
+) -> Callable[[BundleManifest], BundleManifest]:
     def edit(manifest: BundleManifest) -> BundleManifest:
         providers = list(manifest.providers)
         providers[index] = dataclasses.replace(providers[index], **changes)
@@ -444,7 +466,7 @@ def _provider_edit(index: int = 1, **changes: object):
     return edit
 
 
-def _image_edit(**changes: object):
+def _image_edit(**changes: Any) -> Callable[[BundleManifest], BundleManifest]:
     def edit(manifest: BundleManifest) -> BundleManifest:
         images = list(manifest.images)
         images[0] = dataclasses.replace(images[0], **changes)
@@ -515,7 +537,7 @@ def test_a_symlinked_directory_in_the_output_dir_is_never_written_through(
 
 
 def test_import_refuses_a_symlink_in_its_output_dir(
-    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -575,12 +597,15 @@ USER, SECRET = "alice", "s3cret-Pa55word"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{SECRET}".encode()).decode()
 GITHUB_TOKEN = "ghp_hostile-test-token-0123456789"
 
+# what a _Recorder answers a request with: (status, headers, body)
+Respond: TypeAlias = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
+
 
 class _Recorder:
     """A loopback HTTP server answering with ``respond(handler) -> (status, headers,
     body)``; it records every request's method, path and Authorization header."""
 
-    def __init__(self, host: str, respond) -> None:
+    def __init__(self, host: str, respond: Respond) -> None:
         self.requests: list[tuple[str, str, str | None]] = []
         owner = self
 
@@ -629,11 +654,14 @@ def _other_loopback_name() -> str:
         return "localhost"
 
 
+StartServer: TypeAlias = Callable[[str, Respond], _Recorder]
+
+
 @pytest.fixture
-def servers():
+def servers() -> Iterator[StartServer]:
     started: list[_Recorder] = []
 
-    def start(host: str, respond) -> _Recorder:
+    def start(host: str, respond: Respond) -> _Recorder:
         server = _Recorder(host, respond)
         started.append(server)
         return server
@@ -649,14 +677,14 @@ def _registry_client(host: str, client: httpx.Client) -> Registry:
 
 @pytest.mark.parametrize("foreign_answer", ["accepts", "challenges"])
 def test_an_upload_location_on_another_host_gets_no_credentials(
-    foreign_answer: str, servers
+    foreign_answer: str, servers: StartServer
 ) -> None:
     """The registry (basic auth) hands out an upload Location on another host; that host
     never sees Authorization, and its own 401 challenge (a bearer realm of its choosing)
     is not believed: nothing is sent to that realm either."""
     elsewhere = _other_loopback_name()
 
-    def foreign(handler) -> tuple[int, dict[str, str], bytes]:
+    def foreign(handler: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
         if handler.path.startswith("/token"):
             return 200, {"Content-Type": "application/json"}, b'{"token": "stolen"}'
         if foreign_answer == "challenges":
@@ -666,7 +694,7 @@ def test_an_upload_location_on_another_host_gets_no_credentials(
 
     other = servers(elsewhere, foreign)
 
-    def registry(handler) -> tuple[int, dict[str, str], bytes]:
+    def registry(handler: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
         if handler.headers.get("Authorization") != BASIC:
             return 401, {"WWW-Authenticate": 'Basic realm="registry"'}, b""
         if handler.command == "POST":
@@ -691,12 +719,12 @@ def test_an_upload_location_on_another_host_gets_no_credentials(
     assert own.authorizations() and set(own.authorizations()) == {BASIC}
 
 
-def test_a_redirect_to_another_host_gets_no_credentials(servers) -> None:
+def test_a_redirect_to_another_host_gets_no_credentials(servers: StartServer) -> None:
     data = b"config bytes"
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     storage = servers(_other_loopback_name(), lambda handler: (200, {}, data))
 
-    def registry(handler) -> tuple[int, dict[str, str], bytes]:
+    def registry(handler: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
         if handler.headers.get("Authorization") != BASIC:
             return 401, {"WWW-Authenticate": 'Basic realm="registry"'}, b""
         return 307, {"Location": f"http://{storage.host}/blob?sig=abc"}, b""
@@ -711,7 +739,9 @@ def test_a_redirect_to_another_host_gets_no_credentials(servers) -> None:
     assert own.authorizations() == [BASIC]
 
 
-def test_credentials_never_go_to_a_plain_http_token_service_on_another_host(servers) -> None:
+def test_credentials_never_go_to_a_plain_http_token_service_on_another_host(
+    servers: StartServer,
+) -> None:
     challenge = 'Bearer realm="http://token.example.invalid/token",service="registry"'
     own = servers("127.0.0.1", lambda handler: (401, {"WWW-Authenticate": challenge}, b""))
     with httpx.Client() as client, pytest.raises(AirgapError) as caught:
@@ -721,7 +751,7 @@ def test_credentials_never_go_to_a_plain_http_token_service_on_another_host(serv
     assert own.authorizations() == []
 
 
-def _publish_provider(server, source_images) -> str:
+def _publish_provider(server: ReleaseServer, source_images: dict[str, TestImage]) -> str:
     owner, repo = server.new_repo("cluster-api-provider-tokentest")
     files = {
         "metadata.yaml": make_metadata([(0, 1, "v1beta1")]).encode(),
@@ -735,7 +765,11 @@ def _publish_provider(server, source_images) -> str:
 
 @pytest.mark.parametrize("api", ["enterprise", "github-api-url"])
 def test_github_token_is_never_sent_over_plain_http(
-    api: str, release_server, source_images, signing_key, tmp_path: Path
+    api: str,
+    release_server: ReleaseServer,
+    source_images: dict[str, TestImage],
+    signing_key: SigningKey,
+    tmp_path: Path,
 ) -> None:
     """A spec names a GitHub Enterprise on plain HTTP; the user even lists it (or points
     GITHUB_API_URL at it): the token still stays home, and collect works without it."""
@@ -757,7 +791,9 @@ def test_github_token_is_never_sent_over_plain_http(
     assert GITHUB_TOKEN not in (tmp_path / "b.tar").read_bytes().decode("latin-1")
 
 
-def test_github_token_goes_only_to_hosts_the_user_names(tls_release_server, pki) -> None:
+def test_github_token_goes_only_to_hosts_the_user_names(
+    tls_release_server: ReleaseServer, pki: Pki
+) -> None:
     """Over HTTPS, a GitHub Enterprise host named only by a spec gets no token; listed in
     GITHUB_ENTERPRISE_HOSTS (host or host:port) it does."""
     server = tls_release_server
@@ -791,7 +827,7 @@ CREDENTIAL_CASES = {
 
 @pytest.mark.parametrize("case", sorted(CREDENTIAL_CASES))
 def test_user_info_in_a_url_is_never_echoed(
-    case: str, capi_bundle: CollectedBundle, signing_key, tmp_path: Path
+    case: str, capi_bundle: CollectedBundle, signing_key: SigningKey, tmp_path: Path
 ) -> None:
     kind, value = CREDENTIAL_CASES[case]
     spec = tmp_path / "spec.yaml"

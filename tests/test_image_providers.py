@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import yaml
 
+from airgap.bundle.reader import read_head
 from airgap.collect.spec import parse_spec
 from airgap.errors import AirgapError, InputError, SpecError
 from airgap.providers.imagefs import ImageFiles, LayerError
@@ -27,7 +29,7 @@ from airgap.providers.imagesource import (
 )
 from airgap.providers.types import ProviderType
 from tests.harness import skopeo
-from tests.harness.bundle_fixtures import read_head
+from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.cli import run_airgap
 from tests.harness.images import AMD64, ARM64, OciLayout, TestImage, push_image
 from tests.harness.providerimages import (
@@ -41,7 +43,10 @@ from tests.harness.providerimages import (
     metadata_yaml,
     standard_layers,
 )
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
+
+if TYPE_CHECKING:
+    from tests.harness.tamper import TarMember
 
 SIDECAR = "quay.example/test/sidecar@sha256:" + "1" * 64
 
@@ -259,7 +264,9 @@ def provider_image(
     return pushed, expected.manifests, expected.metadata
 
 
-def collect(tmp_path: Path, spec_text: str, signing_key, *, expect_ok: bool = True):  # type: ignore[no-untyped-def]
+def collect(
+    tmp_path: Path, spec_text: str, signing_key: SigningKey, *, expect_ok: bool = True
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text)
     output = tmp_path / "bundle.tar"
@@ -270,8 +277,11 @@ def collect(tmp_path: Path, spec_text: str, signing_key, *, expect_ok: bool = Tr
 
 
 def test_collect_reads_the_image_and_carries_it(
-    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key, source_images
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    provider_image: tuple[TestImage, bytes, bytes],
+    signing_key: SigningKey,
+    source_images: dict[str, TestImage],
+) -> None:
     image, manifests, _ = provider_image
     _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
     manifest = read_head(bundle).manifest
@@ -310,8 +320,8 @@ def test_collect_reads_the_image_and_carries_it(
 
 
 def test_collect_reads_the_platform_asked_for(
-    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key: SigningKey
+) -> None:
     image, _, _ = provider_image
     spec = (
         "platforms: [linux/arm64]\n"
@@ -322,12 +332,13 @@ def test_collect_reads_the_platform_asked_for(
     (provider,) = read_head(bundle).manifest.providers
     members = {m.name: m.data for m in _members(bundle)}
     assert members[provider.components] == b"kind: Arm\n"
+    assert provider.image is not None
     assert provider.contract == "v1beta1" and provider.image.profiles == ["default"]
 
 
 def test_collect_errors_name_the_spec_entry(
-    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key: SigningKey
+) -> None:
     image, _, _ = provider_image
     spec = f"providers:\n- image: {image.digest_reference}\n  profiles: [gcp]\n"
     result, bundle = collect(tmp_path, spec, signing_key, expect_ok=False)
@@ -341,7 +352,7 @@ def test_collect_errors_name_the_spec_entry(
     assert "the spec says type CoreProvider" in result.stderr
 
 
-def _members(bundle: Path):  # type: ignore[no-untyped-def]
+def _members(bundle: Path) -> list[TarMember]:
     from tests.harness.tamper import read_members
 
     return read_members(bundle)
@@ -383,7 +394,9 @@ def test_component_refs_are_checked_against_the_api_rule() -> None:
     assert not ref_accepted("registry.local/capi-manifests/aws:v1")
 
 
-def import_bundle(bundle: Path, signing_key, registry: RegistryServer, out: Path, *extra: str):  # type: ignore[no-untyped-def]
+def import_bundle(
+    bundle: Path, signing_key: SigningKey, registry: RegistryServer, out: Path, *extra: str
+) -> dict[str, Any]:
     result = run_airgap(
         "import",
         bundle,
@@ -396,7 +409,7 @@ def import_bundle(bundle: Path, signing_key, registry: RegistryServer, out: Path
         *extra,
     )
     assert result.returncode == 0, result.stderr
-    return yaml.safe_load((out / "openshift" / "capi-components.yaml").read_text())
+    return cast(dict[str, Any], yaml.safe_load((out / "openshift" / "capi-components.yaml").read_text()))
 
 
 def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
@@ -419,8 +432,11 @@ def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
 
 
 def test_import_writes_manifests_images_umoci_unpacks(
-    tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key, registry_factory
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    provider_image: tuple[TestImage, bytes, bytes],
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
     image, _, _ = provider_image
     _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
     target = registry_factory()
@@ -462,8 +478,8 @@ def test_import_writes_manifests_images_umoci_unpacks(
 
 
 def test_every_provider_gets_a_manifests_image_in_install_order(
-    tmp_path: Path, capi_bundle, registry_factory
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, capi_bundle: CollectedBundle, registry_factory: RegistryFactory
+) -> None:
     target = registry_factory()
     listed = import_bundle(capi_bundle.path, capi_bundle.key, target, tmp_path / "out")
     refs = [c["image"]["ref"] for c in listed["components"]]

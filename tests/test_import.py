@@ -9,9 +9,10 @@ import subprocess
 import tarfile
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -23,8 +24,9 @@ from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
+from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.pki import Pki
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 
 PREFIX = "capi"
 
@@ -36,8 +38,8 @@ class Imported:
     stdout: str
 
     @property
-    def report(self) -> dict[str, object]:
-        return json.loads((self.out / "import-report.json").read_text())
+    def report(self) -> dict[str, Any]:
+        return cast(dict[str, Any], json.loads((self.out / "import-report.json").read_text()))
 
 
 def import_args(
@@ -61,7 +63,9 @@ def import_args(
     return args
 
 
-def run_import(bundle: CollectedBundle, registry: RegistryServer, out: Path, *extra: str):
+def run_import(
+    bundle: CollectedBundle, registry: RegistryServer, out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     return run_airgap(
         *import_args(bundle, registry, out, *extra),
         input=f"{registry.password}\n" if registry.username else None,
@@ -73,23 +77,27 @@ def target_ref(source: str, registry: RegistryServer) -> str:
 
 
 def catalog(registry: RegistryServer) -> list[str]:
-    auth = (registry.username, registry.password) if registry.username else None
+    # the harness sets a password with every username
+    auth = (registry.username, cast(str, registry.password)) if registry.username else None
     response = httpx.get(f"{registry.url}/v2/_catalog", auth=auth, verify=registry.ssl_context())
-    return response.json()["repositories"]
+    return cast(list[str], response.json()["repositories"])
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki):
+def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[RegistryServer]:
     registry = start_registry(tmp_path_factory.mktemp("import-target"), "basic", pki)
     yield registry
     stop_registry(registry)
 
 
 @pytest.fixture(scope="module")
-def imported(capi_bundle: CollectedBundle, target: RegistryServer, tmp_path_factory) -> Imported:
+def imported(
+    capi_bundle: CollectedBundle, target: RegistryServer, tmp_path_factory: pytest.TempPathFactory
+) -> Imported:
     out = tmp_path_factory.mktemp("import-out") / "capi-out"
     result = run_import(capi_bundle, target, out)
     assert result.returncode == 0, result.stderr
+    assert target.password is not None
     assert target.password not in result.stdout + result.stderr
     return Imported(target, out, result.stdout)
 
@@ -146,9 +154,9 @@ def test_rewritten_components_reference_only_the_target(
     assert len(files) == len(capi_bundle.manifest.providers)
     with tarfile.open(capi_bundle.path) as tar:
         originals = {
-            p.components.rsplit("/", 1)[0].removeprefix("providers/"): tar.extractfile(p.components)
+            p.components.rsplit("/", 1)[0].removeprefix("providers/"): tar.extractfile(p.components)  # type: ignore[union-attr]  # a regular member: never None
             .read()
-            .decode()  # type: ignore[union-attr]
+            .decode()
             for p in capi_bundle.manifest.providers
         }
     for path in files:
@@ -197,7 +205,7 @@ def test_mirror_configs_parse_and_name_the_hosts(
 
 
 def test_dry_run_pushes_nothing(
-    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry = registry_factory("plain")
     result = run_airgap(
@@ -209,7 +217,7 @@ def test_dry_run_pushes_nothing(
     assert catalog(registry) == []
 
 
-def _wait_for(predicate, timeout: float = 60) -> None:
+def _wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
@@ -229,7 +237,11 @@ def _wait_until_quiet(count: Callable[[], int], quiet: float = 1.0, timeout: flo
 
 @pytest.mark.parametrize("stage", ["blobs", "manifests"])
 def test_killed_import_completes_on_rerun(
-    capi_bundle: CollectedBundle, registry_factory, fault_proxy_factory, tmp_path: Path, stage: str
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
+    stage: str,
 ) -> None:
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
@@ -325,7 +337,7 @@ def test_unreachable_registry(capi_bundle: CollectedBundle) -> None:
 
 
 def test_refuses_a_bundle_that_fails_verification(
-    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     tampered = tmp_path / "tampered.tar"
     tampered.write_bytes(capi_bundle.path.read_bytes())
@@ -366,7 +378,7 @@ def test_password_stdin_needs_username(capi_bundle: CollectedBundle) -> None:
 
 
 def test_reimport_hashes_what_it_uses_and_reverify_hashes_everything(
-    capi_bundle: CollectedBundle, registry_factory, tmp_path: Path
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     """No cache: an import hashes every member but the blobs up front and each blob it
     pushes as it streams ("on-use"); --reverify hashes every blob first ("full"). An
@@ -395,7 +407,10 @@ def test_reimport_hashes_what_it_uses_and_reverify_hashes_everything(
 
 
 def test_rerun_of_a_complete_import_only_checks_top_manifests(
-    capi_bundle: CollectedBundle, registry_factory, fault_proxy_factory, tmp_path: Path
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
 ) -> None:
     """A tag that already names the image's digest proves the image complete (the
     registry accepted that manifest only once everything under it existed)."""

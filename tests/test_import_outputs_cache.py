@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -51,7 +52,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def reimport(
     bundle: CollectedBundle, first: First, out: Path, *extra: str, **environ: str
-) -> tuple[set[str], dict[str, object]]:
+) -> tuple[set[str], dict[str, Any]]:
     """Import ``bundle`` into the first import's registry and ``out``: the phases that
     ran and the report."""
     phases = out.parent / f"{out.name}-phases.json"
@@ -228,7 +229,8 @@ def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
     key = _options_key(tmp_path)
     files = {"operator/secret.yaml": b"token: s3cret-value\n", "mapping.txt": b"a=b\n"}
     given = VariableValues.from_sources({"token": "s3cret-value"}, {})
-    record = outputcache.record_bytes(
+    # a SecretBytes, typed as bytes: mypy's `bytes in x` check knows no subclass of bytes
+    record: bytes = outputcache.record_bytes(
         key,
         files,
         asked={"TOKEN", "UNSET"},

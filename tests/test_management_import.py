@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from tests.harness.cli import run_airgap
 from tests.harness.management import OPERATOR_VERSION
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.pki import Pki
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.schemas import validate_object
 from tests.test_content import render_image_line
 
@@ -48,8 +49,10 @@ class Imported:
         return f"{self.registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
 
 
-def import_args(bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: object):
-    args: list[object] = [
+def import_args(
+    bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: str | Path
+) -> list[str | Path]:
+    args: list[str | Path] = [
         "import",
         bundle.path,
         "--key",
@@ -68,7 +71,9 @@ def import_args(bundle: ManagementBundle, registry: RegistryServer, out: Path, *
     return args
 
 
-def run_import(bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: object):
+def run_import(
+    bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: str | Path
+) -> subprocess.CompletedProcess[str]:
     return run_airgap(
         *import_args(bundle, registry, out, *extra),
         input=f"{registry.password}\n" if registry.username else None,
@@ -76,7 +81,7 @@ def run_import(bundle: ManagementBundle, registry: RegistryServer, out: Path, *e
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki):
+def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[RegistryServer]:
     registry = start_registry(tmp_path_factory.mktemp("mgmt-target"), "basic", pki)
     yield registry
     stop_registry(registry)
@@ -84,7 +89,9 @@ def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki):
 
 @pytest.fixture(scope="module")
 def imported(
-    management_bundle: ManagementBundle, target: RegistryServer, tmp_path_factory
+    management_bundle: ManagementBundle,
+    target: RegistryServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Imported:
     out = tmp_path_factory.mktemp("mgmt-import") / "capi-out"
     result = run_import(management_bundle, target, out)
@@ -277,7 +284,7 @@ def test_helm_values_point_the_chart_at_the_mirror(imported: Imported) -> None:
 
 
 def test_no_pin_leaves_tags(
-    management_bundle: ManagementBundle, registry_factory, tmp_path: Path
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry = registry_factory("plain")
     out = tmp_path / "out"
@@ -327,7 +334,7 @@ def test_configmaps_writes_what_import_writes(imported: Imported, tmp_path: Path
 
 
 def test_output_location_makes_the_tree_movable(
-    management_bundle: ManagementBundle, registry_factory, tmp_path: Path
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry = registry_factory("plain")
     written, moved = tmp_path / "staging" / "capi-out", tmp_path / "usb" / "capi-out"

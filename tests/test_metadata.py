@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from airgap.errors import InputError
-from airgap.providers.metadata import Metadata, ReleaseSeries, load_metadata, parse_metadata
+from airgap.providers.metadata import Metadata, ReleaseSeries, parse_metadata
 from tests.harness.releases import make_metadata
 
 SRC = "https://example.test/acme/capx/releases v1.9.4/metadata.yaml"
@@ -37,15 +35,6 @@ def test_contract_for_rejects_non_semver() -> None:
     metadata = parse_metadata(make_metadata([(1, 9, "v1beta1")]), SRC)
     with pytest.raises(InputError, match="'main' is not a semantic version"):
         metadata.contract_for("main")
-
-
-def test_load_metadata_names_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "metadata.yaml"
-    path.write_text(make_metadata([(0, 3, "v1beta1")]))
-    assert load_metadata(path).contract_for("v0.3.1") == "v1beta1"
-    assert load_metadata(path).source == str(path)
-    with pytest.raises(InputError, match=str(tmp_path / "missing.yaml")):
-        load_metadata(tmp_path / "missing.yaml")
 
 
 @pytest.mark.parametrize(

@@ -108,7 +108,12 @@ def test_work_larger_than_the_whole_budget_runs_alone() -> None:
     budget = ByteBudget(100)
     release_huge = budget.hold(10**9)  # never waits forever: it takes the whole budget
     done = threading.Event()
-    waiting = threading.Thread(target=lambda: (budget.hold(1)(), done.set()))
+
+    def hold_one_then_signal() -> None:
+        budget.hold(1)()
+        done.set()
+
+    waiting = threading.Thread(target=hold_one_then_signal)
     waiting.start()
     assert not done.wait(0.2)  # nothing else runs beside it
     release_huge()

@@ -12,7 +12,7 @@ from tests.harness.cli import run_airgap
 def test_phase_times_are_written_only_when_asked(
     tmp_path: Path, capi_bundle: CollectedBundle
 ) -> None:
-    args = ["configmaps", capi_bundle.path, "--key", capi_bundle.key.public]
+    args: list[str | Path] = ["configmaps", capi_bundle.path, "--key", capi_bundle.key.public]
     args += ["--registry", "127.0.0.1:9/mirror", "--output-dir"]
     phases = tmp_path / "phases.json"
     result = run_airgap(*args, tmp_path / "a", env={"AIRGAP_PHASE_TIMES": str(phases)})

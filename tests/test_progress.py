@@ -285,6 +285,7 @@ def test_verify_and_the_imports_verification_count_every_byte_they_hash(
 def test_status_lines_use_binary_units_and_say_what_is_left() -> None:
     progress = Progress(lines=True, interval=3600)
     handle = progress.task("pushing", 3 * 1024 * MIB)
+    assert handle is not None
     progress.advance(handle, 1024 * MIB)
     started = progress._counters[handle].started
     line = progress.status_line(started + 10)
@@ -336,3 +337,18 @@ def test_a_first_ctrl_c_typed_on_the_terminal_stops_collect_and_import(
     )
     assert pushing.code == 130, pushing.text[-2000:]
     assert "interrupted (SIGINT)" in pushing.text
+
+
+@pytest.mark.parametrize("value", ["5s", "-1", "nan", "1e9"])
+def test_a_malformed_progress_interval_is_a_usage_error(big_bundle: BigBundle, value: str) -> None:
+    # a typo is named, as the pacing variables' are, not silently taken as 5 s; before
+    # any work: nothing is verified or printed. --quiet reads no interval at all.
+    args = ("verify", big_bundle.path, "--key", big_bundle.key.public)
+    result = run_airgap(*args, env={"AIRGAP_PROGRESS_INTERVAL": value})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"airgap: error: AIRGAP_PROGRESS_INTERVAL={value!r}: "
+        "expected a number of seconds between 0 and 86400\n"
+    )
+    quiet = run_airgap(*args, "--quiet", env={"AIRGAP_PROGRESS_INTERVAL": value})
+    assert quiet.returncode == 0, quiet.stderr

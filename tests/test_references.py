@@ -68,7 +68,9 @@ def import_into(world: PinnedWorld, target: RegistryServer, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def out(world: PinnedWorld, target: RegistryServer, tmp_path_factory) -> Path:
+def out(
+    world: PinnedWorld, target: RegistryServer, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     return import_into(world, target, tmp_path_factory.mktemp("pinned-out") / "out")
 
 

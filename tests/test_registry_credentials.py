@@ -162,6 +162,7 @@ def test_authfile_on_collect_import_configmaps_and_status(
     source_images: dict[str, TestImage],
 ) -> None:
     registry = registry_factory("basic")
+    assert registry.ca_file is not None
     given = _auth_json(
         tmp_path / "given.json",
         {

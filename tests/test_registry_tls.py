@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tests.harness.capi import write_spec
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.images import CorpusEntry, OciLayout, TestImage, push_corpus
 from tests.harness.pki import Pki, create_ca, issue_client_cert
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 
 
 @pytest.fixture
@@ -58,7 +59,13 @@ def small_bundle(
     return bundle, image
 
 
-def _import(bundle: Path, key: SigningKey, host: str, *extra: str | Path, env=None):
+def _import(
+    bundle: Path,
+    key: SigningKey,
+    host: str,
+    *extra: str | Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     return run_airgap(
         "import", bundle, "--key", key.public, "--registry", host, "-q", *extra, env=env
     )
@@ -158,7 +165,7 @@ def test_a_client_certificate_without_its_key_is_a_usage_error(
 def test_the_system_directories_containers_first_then_docker(
     small_bundle: tuple[Path, TestImage],
     signing_key: SigningKey,
-    registry_factory,
+    registry_factory: RegistryFactory,
     pki: Pki,
 ) -> None:
     """The real /etc/containers/certs.d and /etc/docker/certs.d, for a port nobody else

@@ -10,7 +10,7 @@ import yaml
 from airgap.errors import InputError
 from airgap.mirror import nodeconfig
 from airgap.rewrite.mapping import Target, map_images
-from airgap.rewrite.references import rewrite_images
+from airgap.rewrite.references import Lookup, rewrite_images
 
 COMPONENTS = """\
 # leading comment stays
@@ -40,7 +40,7 @@ spec:
 """
 
 
-def _lookup(table: dict[str, str]):
+def _lookup(table: dict[str, str]) -> Lookup:
     return table.get
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 
 from airgap.bundle.format import ImageRecord

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from airgap.collect.spec import BundleSpec, ProviderSpec, RegistrySettings, load_spec
+from airgap.collect.spec import BundleSpec, RegistrySettings, load_spec
 from airgap.errors import InputError, SpecError
+from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
 
 FULL = """\

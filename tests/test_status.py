@@ -14,7 +14,9 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,15 +24,18 @@ from airgap.bundle.format import blob_member
 from airgap.oci import Manifest
 from tests.harness import skopeo, tamper
 from tests.harness.cli import AIRGAP, run_airgap
+from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.management_fixtures import ManagementBundle
-from tests.harness.registry import RegistryServer
+from tests.harness.registry import RegistryFactory, RegistryServer
 
 PREFIX = "mgmt"
 CAMEL = re.compile(r"^[A-Z][A-Za-z]+$")
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-def status(bundle: ManagementBundle, host: str, *extra: str):
+def status(
+    bundle: ManagementBundle, host: str, *extra: str | Path
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     result = run_airgap(
         "status",
         bundle.path,
@@ -46,11 +51,11 @@ def status(bundle: ManagementBundle, host: str, *extra: str):
     return result, json.loads(result.stdout)
 
 
-def conditions(document: dict) -> dict[str, dict]:
+def conditions(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in document["conditions"]}
 
 
-def assert_cluster_operator_shape(document: dict) -> None:
+def assert_cluster_operator_shape(document: dict[str, Any]) -> None:
     assert [c["type"] for c in document["conditions"]] == ["Available", "Progressing", "Degraded"]
     for condition in document["conditions"]:
         assert set(condition) == {"type", "status", "reason", "message", "lastTransitionTime"}
@@ -64,15 +69,17 @@ def assert_cluster_operator_shape(document: dict) -> None:
     assert "cluster-api" in names and "certManager/cert-manager" in names
 
 
-def run_import(bundle: ManagementBundle, host: str, out: Path | None = None, *extra: str):
-    args = ["import", bundle.path, "--key", bundle.key.public, "--registry", f"{host}/{PREFIX}"]
+def run_import(
+    bundle: ManagementBundle, host: str, out: Path | None = None, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    args: list[str | Path] = ["import", bundle.path, "--key", bundle.key.public, "--registry", f"{host}/{PREFIX}"]
     if out is not None:
         args += ["--output-dir", out]
     return run_airgap(*args, "-q", *extra)
 
 
 def test_an_empty_registry_is_not_available(
-    management_bundle: ManagementBundle, registry_factory
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory
 ) -> None:
     registry = registry_factory("plain")
     result, document = status(management_bundle, registry.host)
@@ -85,7 +92,7 @@ def test_an_empty_registry_is_not_available(
 
 
 def test_import_reports_and_status_agree(
-    management_bundle: ManagementBundle, registry_factory, tmp_path: Path
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     registry = registry_factory("plain")
     imported = run_import(management_bundle, registry.host, tmp_path / "out")
@@ -135,7 +142,7 @@ def test_import_reports_and_status_agree(
         False,
     ]
     previous.write_text("[]")
-    args = ["status", management_bundle.path, "--key", management_bundle.key.public]
+    args: list[str | Path] = ["status", management_bundle.path, "--key", management_bundle.key.public]
     result = run_airgap(*args, "--registry", registry.host, "--previous", previous)
     assert result.returncode == 2 and result.stderr.startswith("airgap: error: --previous")
     assert len(result.stderr.splitlines()) == 1
@@ -146,7 +153,7 @@ def test_import_reports_and_status_agree(
 
 
 def test_every_artifact_import_built_is_checked_and_a_lost_one_named(
-    management_bundle: ManagementBundle, registry_factory, tmp_path: Path
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
     """Besides the images, import --provider-source oci pushes a manifests image per
     provider (capi-manifests/LABEL:VERSION) and an OCI artifact per provider version
@@ -214,7 +221,7 @@ def unique_blob(bundle: ManagementBundle) -> tuple[str, str]:
 
 
 def test_a_deleted_blob_makes_it_degraded_naming_the_image(
-    management_bundle: ManagementBundle, registry_factory
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory
 ) -> None:
     registry: RegistryServer = registry_factory("plain")
     assert run_import(management_bundle, registry.host).returncode == 0
@@ -233,7 +240,9 @@ def test_a_deleted_blob_makes_it_degraded_naming_the_image(
     assert [i["target"] for i in document["images"]] == [target]
 
 
-def test_a_moved_tag_is_degraded(management_bundle: ManagementBundle, registry_factory) -> None:
+def test_a_moved_tag_is_degraded(
+    management_bundle: ManagementBundle, registry_factory: RegistryFactory
+) -> None:
     registry: RegistryServer = registry_factory("plain")
     assert run_import(management_bundle, registry.host).returncode == 0
     webhook = f"{registry.host}/{PREFIX}/jetstack/cert-manager-webhook:v1.16.1"
@@ -253,7 +262,7 @@ def test_a_moved_tag_is_degraded(management_bundle: ManagementBundle, registry_f
     assert [(i["target"], i["state"]) for i in document["images"]] == [(webhook, "moved")]
 
 
-def _wait_for(predicate, timeout: float = 60) -> None:
+def _wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
@@ -261,7 +270,9 @@ def _wait_for(predicate, timeout: float = 60) -> None:
 
 
 def test_an_interrupted_import_is_progressing(
-    management_bundle: ManagementBundle, registry_factory, fault_proxy_factory
+    management_bundle: ManagementBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
 ) -> None:
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
@@ -315,7 +326,10 @@ def test_an_unreachable_registry_is_unknown(management_bundle: ManagementBundle)
 
 
 def test_closure_failure_names_each_dangling_reference(
-    management_bundle: ManagementBundle, registry_factory, fault_proxy_factory, tmp_path: Path
+    management_bundle: ManagementBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
 ) -> None:
     """The operator image is pushed, then the target stops resolving it by digest (a
     proxy in front of the registry answers 404 to HEADs of it once the push is done):
@@ -359,7 +373,7 @@ def test_closure_collects_every_kind_of_reference(
     from airgap.mirror.closure import references
 
     out = tmp_path / "out"
-    args = ["configmaps", management_bundle.path, "--key", management_bundle.key.public]
+    args: list[str | Path] = ["configmaps", management_bundle.path, "--key", management_bundle.key.public]
     args += ["--registry", f"mirror.local:5000/{PREFIX}", "--output-dir", out]
     if not pinned:
         args.append("--no-pin")

@@ -544,7 +544,7 @@ def test_import_uses_the_referrers_api_where_the_target_has_it(
         stored = server.repositories["mirror/signed/app"]
         assert stored.tags[str(sig.tag)] == sig.digest  # cosign's tag, the same digest
         # status finds the SBOM listed by the referrers API
-        status = ["status", bundle, "--key", signing_key.public, "--registry"]
+        status: list[str | Path] = ["status", bundle, "--key", signing_key.public, "--registry"]
         result = run_airgap(*status, f"{server.host}/mirror")
         assert result.returncode == 0, result.stdout + result.stderr
     finally:
@@ -562,7 +562,9 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     bundle, manifest = _collect(tmp_path, signing_key, [image])
     target = registry_factory("plain")
     _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
-    args = ["status", bundle, "--key", signing_key.public, "--registry", f"{target.host}/mirror"]
+    args: list[str | Path] = [
+        "status", bundle, "--key", signing_key.public, "--registry", f"{target.host}/mirror"
+    ]
     result = run_airgap(*args, "--format", "json")
     assert result.returncode == 0, result.stdout
     available = json.loads(result.stdout)["conditions"][0]
@@ -731,7 +733,7 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
         json.dumps({"kind": "airgap-have-list", "version": 1, "created": "x", "repositories": held})
     )
     listed = tmp_path / "listed.tar"
-    args = ["-o", listed, "-q", "--have", have]
+    args: list[str | Path] = ["-o", listed, "-q", "--have", have]
     result = run_airgap("collect", spec, "--sign-key", signing_key.private, *args)
     assert result.returncode == 0, result.stderr
     result = run_airgap("verify", listed, "--key", signing_key.public, "--policy", policy)

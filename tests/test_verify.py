@@ -1054,7 +1054,7 @@ def test_index_json_read_compactly_gives_the_full_parse_findings(
             manifest,
             members.__getitem__,
             present,
-            lambda name, data=data: (data[i : i + 7] for i in range(0, len(data), 7)),
+            lambda name, data=data: (data[i : i + 7] for i in range(0, len(data), 7)),  # type: ignore[misc]  # mypy#15459
         )
         with monkeypatch.context() as patched:
             patched.setattr(content, "_quick_entries", lambda chunks, manifest: None)

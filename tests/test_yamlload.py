@@ -133,7 +133,7 @@ def test_bounds_and_errors_are_one_line_naming_file_line_and_column(
 
 def _libyaml_limits_nesting() -> bool:
     """libyaml 0.2.6 (PyYAML 6.0.4's wheels) stops at 1,000 levels of its own."""
-    return yamlload.HAVE_LIBYAML and yaml._yaml.get_version() >= (0, 2, 6)  # type: ignore[attr-defined]
+    return yamlload.HAVE_LIBYAML and yaml._yaml.get_version() >= (0, 2, 6)
 
 
 @pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure"])
