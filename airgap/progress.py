@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, TextIO, TypeAlias
 
+from airgap.pacing import env_seconds
 from airgap.textfmt import human_size
 
 if TYPE_CHECKING:
@@ -58,7 +59,9 @@ class Progress:
         self._counters: dict[int, _Counter] = {}
         self._lines = lines and not enabled
         self._stream = stream
-        self._interval = interval if interval is not None else interval_from_env()
+        if interval is None:  # only periodic lines have an interval to read
+            interval = interval_from_env() if self._lines else DEFAULT_INTERVAL
+        self._interval = interval
         self._stop = threading.Event()
         self._reporter: threading.Thread | None = None
         if enabled:  # rich is imported only when something will be drawn
@@ -200,13 +203,10 @@ def _duration(seconds: float) -> str:
 
 
 def interval_from_env() -> float:
-    """``AIRGAP_PROGRESS_INTERVAL`` seconds (default 5; tests set it short)."""
-    text = os.environ.get(INTERVAL_ENV, "")
-    try:
-        value = float(text) if text else DEFAULT_INTERVAL
-    except ValueError:
-        return DEFAULT_INTERVAL
-    return value if value > 0 else DEFAULT_INTERVAL
+    """``AIRGAP_PROGRESS_INTERVAL`` seconds (default 5; tests set it short). A value that
+    is not a number of seconds is an InputError naming the variable, as the pacing
+    variables' are: a typo silently taken as 5 s would look like a progress bug."""
+    return env_seconds(os.environ, INTERVAL_ENV, DEFAULT_INTERVAL)
 
 
 def _rich_progress() -> RichProgress:
