@@ -8,7 +8,6 @@ provider's contract before it crosses the air gap, not discover it on the far si
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -75,15 +74,6 @@ def parse_metadata(text: str, source: str) -> Metadata:
         raise InputError(f"{source}: releaseSeries must be a non-empty list")
     series = tuple(_series_entry(entry, index, source) for index, entry in enumerate(raw_series))
     return Metadata(source=source, release_series=series)
-
-
-def load_metadata(path: Path) -> Metadata:
-    """Read and parse a metadata.yaml file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read metadata ({exc.__class__.__name__})") from None
-    return parse_metadata(text, str(path))
 
 
 def _series_entry(entry: Any, index: int, source: str) -> ReleaseSeries:
