@@ -131,6 +131,38 @@ def test_collect_refuses_to_overwrite_a_bundle_without_force(
     assert run_airgap("verify", output, "--key", signing_key.public).returncode == 0
 
 
+@pytest.mark.parametrize("value", ["abc", "-5", "1.5", "99999999999999", "9" * 5000, "\u0661\u0662"])
+def test_collect_refuses_a_malformed_source_date_epoch_before_any_work(
+    tmp_path: Path, small_spec: Path, signing_key: SigningKey, value: str
+) -> None:
+    """reproducible-builds.org: a malformed ``SOURCE_DATE_EPOCH`` fails the build, rather
+    than stamping "now" on a bundle meant to be reproducible. A year past 9999 once ended
+    a whole collect in a traceback after every download."""
+    output = tmp_path / "bundle.tar"
+    result = run_airgap(
+        "collect", small_spec, "--sign-key", signing_key.private, "-o", output,
+        env={"SOURCE_DATE_EPOCH": value},
+    )
+    assert_clean_failure(result, 2, "SOURCE_DATE_EPOCH=", "0 to 253402300799")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no staging left
+
+
+def test_collect_stamps_source_date_epoch_up_to_the_last_second_of_9999(
+    tmp_path: Path, small_spec: Path, signing_key: SigningKey
+) -> None:
+    output = tmp_path / "bundle.tar"
+    result = run_airgap(
+        "collect", small_spec, "--sign-key", signing_key.private, "-o", output, "-q",
+        env={"SOURCE_DATE_EPOCH": "253402300799"},
+    )
+    assert result.returncode == 0, result.stderr
+    shown = run_airgap("inspect", output, "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert '"created": "9999-12-31T23:59:59Z"' in shown.stdout
+    verified = run_airgap("verify", output, "--key", signing_key.public)
+    assert verified.returncode == 0, verified.stderr
+
+
 def test_force_never_replaces_a_device_fifo_or_socket(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey
 ) -> None:

@@ -53,6 +53,7 @@ from airgap.errors import AirgapError, InputError
 from airgap.fsutil import check_replaceable
 from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
+from airgap.names import shown
 from airgap.parallel import Started
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
@@ -68,6 +69,9 @@ from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
 
+EPOCH_ENV = "SOURCE_DATE_EPOCH"
+MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second a datetime holds
+
 
 @dataclass(frozen=True)
 class CollectResult:
@@ -77,12 +81,27 @@ class CollectResult:
     skipped_bytes: int = 0  # a delta: the bytes of what it relies on instead of carrying
 
 
-def created_timestamp() -> datetime:
-    """Now, or ``SOURCE_DATE_EPOCH`` for reproducible builds."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch and epoch.isdigit():
-        return datetime.fromtimestamp(int(epoch), tz=UTC)
-    return datetime.now(tz=UTC).replace(microsecond=0)
+def source_date_epoch() -> datetime | None:
+    """``SOURCE_DATE_EPOCH`` (reproducible builds), or None when it is unset or empty.
+
+    Read before any fetch: a malformed value is an InputError, as the specification
+    (reproducible-builds.org) asks, since a bundle silently stamped "now" is not the
+    reproducible one its user asked for; and a value past year 9999 once ended a whole
+    collect in a traceback at the end."""
+    text = os.environ.get(EPOCH_ENV, "")
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 12 or int(text) > MAX_EPOCH:
+        raise InputError(
+            f"{EPOCH_ENV}={shown(text)}: expected a Unix time in whole seconds, "
+            f"0 to {MAX_EPOCH} (9999-12-31T23:59:59Z)"
+        )
+    return datetime.fromtimestamp(int(text), tz=UTC)
+
+
+def created_timestamp(epoch: datetime | None) -> datetime:
+    """The bundle's creation time: ``epoch`` (``source_date_epoch``), else now."""
+    return epoch if epoch is not None else datetime.now(tz=UTC).replace(microsecond=0)
 
 
 def collect(
@@ -100,6 +119,7 @@ def collect(
     policy: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
+    epoch = source_date_epoch()
     spec = load_spec(spec_path)
     rules = None
     if policy is not None:  # its errors before any fetch
@@ -142,7 +162,7 @@ def collect(
             )
             with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
                 images = copier.resolve(_image_references(spec, providers, contents))
-            created = created_timestamp()
+            created = created_timestamp(epoch)
             relied = _relied(images, holdings)
             members = plan_members(providers, contents, images, staging, relied)
             trust = trust_material(rules)
