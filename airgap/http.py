@@ -33,7 +33,13 @@ from airgap.errors import (
     NotFoundError,
     TLSError,
 )
-from airgap.limits import MAX_ERROR_BODY_BYTES, MAX_SMALL_BODY_BYTES, describe_size
+from airgap.inputfile import check_small
+from airgap.limits import (
+    MAX_ERROR_BODY_BYTES,
+    MAX_SMALL_BODY_BYTES,
+    MAX_TLS_FILE_BYTES,
+    describe_size,
+)
 from airgap.pacing import Pacing
 from airgap.redact import redact_url as redact_url  # re-exported: the one helper
 
@@ -92,12 +98,15 @@ def ssl_context(
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     for path in [*([Path(ca_file)] if ca_file else []), *extra_cas]:
+        check_small(path, MAX_TLS_FILE_BYTES, "CA file")
         try:
             context.load_verify_locations(cafile=str(path))
         except (OSError, ssl.SSLError) as exc:
             raise InputError(f"cannot load CA file {path}: {exc}") from None
     if client_cert is not None:
         certificate, key = client_cert
+        check_small(certificate, MAX_TLS_FILE_BYTES, "client certificate")
+        check_small(key, MAX_TLS_FILE_BYTES, "client key")
         try:
             context.load_cert_chain(str(certificate), str(key), password=_no_passphrase)
         except (OSError, ssl.SSLError) as exc:

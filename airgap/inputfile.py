@@ -41,6 +41,16 @@ def check_regular(path: Path, what: str) -> None:
     os.close(fd)
 
 
+def check_small(path: Path, limit: int, what: str) -> None:
+    """Fail as ``read_small`` would for a file another reader opens by its path (a CA
+    bundle or key handed to OpenSSL): a FIFO would block it for ever, a device or a
+    huge file would be read without end."""
+    fd, size = open_regular(path, what)
+    os.close(fd)
+    if size > limit:
+        raise InputError(f"{what} {path} is larger than the {describe_size(limit)} limit")
+
+
 def read_small(path: Path, limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes."""
     fd, size = open_regular(path, what)

@@ -161,6 +161,46 @@ def test_a_client_certificate_without_its_key_is_a_usage_error(
     assert_clean_failure(result, 2, str(broken / "client.cert"), "without its key client.key")
 
 
+def test_tls_files_that_are_fifos_devices_or_huge_fail_at_once(
+    tmp_path: Path,
+    mtls_registry: tuple[RegistryServer, Path],
+    small_bundle: tuple[Path, TestImage],
+    signing_key: SigningKey,
+) -> None:
+    """OpenSSL opens a CA bundle, certificate or key by its path: a FIFO there blocked
+    import (and status, and collect) for ever, and /dev/zero would be read without end.
+    Each is refused in one line, at once."""
+    registry, files = mtls_registry
+    fifo = tmp_path / "pipe.crt"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.crt"
+    with huge.open("wb") as handle:
+        handle.truncate(2 << 20)  # sparse: 2 MiB of nothing
+    fifo_key = tmp_path / "fifo-key"  # a --cert-dir whose client key is a FIFO
+    shutil.copytree(files, fifo_key)
+    (fifo_key / "client.key").unlink()
+    os.mkfifo(fifo_key / "client.key")
+    cases: list[tuple[tuple[str | Path, ...], tuple[str, ...]]] = [
+        (("--ca-file", fifo), (str(fifo), "is a FIFO, not a regular file")),
+        (("--ca-file", "/dev/zero"), ("/dev/zero", "is a device, not a regular file")),
+        (("--ca-file", huge), (str(huge), "is larger than the 1 MiB limit")),
+        (("--cert-dir", fifo_key), (str(fifo_key / "client.key"), "is a FIFO")),
+    ]
+    for extra, needles in cases:
+        result = run_airgap(
+            "import",
+            small_bundle[0],
+            "--key",
+            signing_key.public,
+            "--registry",
+            f"{registry.host}/refused",
+            "-q",
+            *extra,
+            timeout=60,
+        )
+        assert_clean_failure(result, 2, *needles)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="writes below /etc (root only)")
 def test_the_system_directories_containers_first_then_docker(
     small_bundle: tuple[Path, TestImage],

@@ -38,6 +38,7 @@ from airgap.importing.status import (
 )
 from airgap.importing.status import now as status_now
 from airgap.inputfile import read_small
+from airgap.limits import MAX_TLS_FILE_BYTES
 from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.closure import Closure, ReferenceScan, describe_failure
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     from airgap.mirror.supply import Supply
 
 
-MAX_CA_BYTES = 1 << 20  # a CA bundle, not a disk image
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
 
 
@@ -706,7 +706,7 @@ def push_charts(
 
 def read_ca(ca_file: str | None) -> bytes | None:
     """The ``--ca-file`` bytes, copied next to the node configs that need them."""
-    return None if ca_file is None else read_small(Path(ca_file), MAX_CA_BYTES, "--ca-file")
+    return None if ca_file is None else read_small(Path(ca_file), MAX_TLS_FILE_BYTES, "--ca-file")
 
 
 def run_configmaps(

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from airgap.bundle.format import IMAGES_DIR
 from airgap.errors import AirgapError, InputError
-from airgap.inputfile import open_regular
+from airgap.inputfile import check_small
+from airgap.limits import MAX_TLS_FILE_BYTES
 from airgap.serve.catalog import build_catalog
 from airgap.serve.server import Content, RegistryServer
 from airgap.verify.bundle import VerifiedBundle
@@ -35,11 +36,8 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     """A server context (TLS 1.2 at least) from PEM files."""
-    import os
-
     for path, what in ((cert, "--tls-cert"), (key, "--tls-key")):
-        fd, _ = open_regular(path, what)  # a FIFO or /dev/zero fails here, at once
-        os.close(fd)
+        check_small(path, MAX_TLS_FILE_BYTES, what)  # a FIFO or /dev/zero fails here, at once
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
