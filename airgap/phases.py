@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -75,19 +76,23 @@ def timed(name: str, *, beside: bool = False) -> _Off | _Timer:
 
 
 def _write() -> None:
+    """The times, written by rename as every output is (``fsutil.write_atomic``), so a
+    device or FIFO named by the variable is never replaced: ``AIRGAP_PHASE_TIMES=/dev/null``
+    once put a JSON file in place of /dev/null. A measurement aid never fails the command:
+    what cannot be written is said on stderr."""
     if _path is None or _totals is None:
         return
-    target = Path(_path)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    from airgap.errors import AirgapError
+    from airgap.fsutil import write_atomic
+
+    report = {
+        name: {"seconds": round(wall, 6), "cpu_seconds": round(cpu, 6)}
+        for name, (wall, cpu) in _totals.items()
+    }
     try:
-        report = {
-            name: {"seconds": round(wall, 6), "cpu_seconds": round(cpu, 6)}
-            for name, (wall, cpu) in _totals.items()
-        }
-        temp.write_text(json.dumps(report))
-        temp.replace(target)
-    except OSError:
-        temp.unlink(missing_ok=True)  # a measurement aid: never fail the command
+        write_atomic(Path(_path), json.dumps(report).encode())
+    except (AirgapError, OSError) as exc:
+        print(f"airgap: {ENV}: phase times not written: {exc}", file=sys.stderr)
 
 
 if _totals is not None:

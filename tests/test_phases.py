@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from tests.harness.bundle_fixtures import CollectedBundle
@@ -27,3 +29,24 @@ def test_phase_times_are_written_only_when_asked(
     result = run_airgap(*args, tmp_path / "b", env={"AIRGAP_PHASE_TIMES": ""})
     assert result.returncode == 0, result.stderr
     assert not phases.exists() and list(tmp_path.glob("*.json")) == []
+
+
+def test_phase_times_never_replace_a_fifo_or_device(
+    tmp_path: Path, capi_bundle: CollectedBundle
+) -> None:
+    """The file is written by rename: pointed at /dev/null (as root), it once replaced
+    /dev/null with a JSON file. Refused with a note on stderr; the command succeeds."""
+    fifo = tmp_path / "times"
+    os.mkfifo(fifo)
+    result = run_airgap(
+        "configmaps", capi_bundle.path, "--key", capi_bundle.key.public,
+        "--registry", "127.0.0.1:9/mirror", "--output-dir", tmp_path / "out",
+        env={"AIRGAP_PHASE_TIMES": str(fifo)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert result.stderr.splitlines()[-1] == (
+        f"airgap: AIRGAP_PHASE_TIMES: phase times not written: {fifo} is not a regular "
+        "file; refusing to replace it with a file"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "times"]  # no temp left
