@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from airgap.errors import AirgapError, InputError, NotFoundError
 from airgap.http import build_client
+from airgap.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.fetch import FetchedProvider, fetch_provider
 from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
@@ -446,6 +448,32 @@ def test_fetch_from_local_repository_both_url_forms(client: httpx.Client, tmp_pa
         fetch_provider(
             ProviderSpec("in-cluster", ProviderType.IPAM, "v1.1.0", url=pinned_url), out, client
         )
+
+
+
+def test_a_local_repositorys_file_must_be_a_bounded_regular_file(
+    client: httpx.Client, tmp_path: Path
+) -> None:
+    """A FIFO where metadata.yaml should be blocked collect for ever; /dev/zero (a link
+    to it) or a file past the release-file bound would have been copied without end."""
+    base = tmp_path / "repo"
+    write_local_release(base, "ipam-x", "v1.0.0", ProviderType.IPAM, "quay.io/ipam/ctl:v1")
+    metadata = base / "ipam-x" / "v1.0.0" / "metadata.yaml"
+    spec = ProviderSpec("x", ProviderType.IPAM, "v1.0.0", url=(base / "ipam-x").as_uri())
+    metadata.unlink()
+    os.mkfifo(metadata)
+    with pytest.raises(InputError, match=f"release file {metadata} is a FIFO, not a regular"):
+        fetch_provider(spec, tmp_path / "out", client)
+    metadata.unlink()
+    metadata.symlink_to("/dev/zero")
+    with pytest.raises(InputError, match=f"release file {metadata} is a device"):
+        fetch_provider(spec, tmp_path / "out", client)
+    metadata.unlink()
+    with metadata.open("wb") as handle:
+        handle.truncate(MAX_RELEASE_FILE_BYTES + 1)  # sparse
+    with pytest.raises(InputError, match="is larger than the 64 MiB limit"):
+        fetch_provider(spec, tmp_path / "out", client)
+    assert not list((tmp_path / "out").rglob("metadata.yaml"))  # nothing half-copied
 
 
 def test_fetch_from_plain_directory(

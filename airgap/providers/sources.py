@@ -35,7 +35,8 @@ from airgap.http import (
     stream_get,
     with_retries,
 )
-from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES
+from airgap.inputfile import open_regular
+from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES, describe_size
 from airgap.names import file_name_problem, shown, version_problem
 from airgap.providers.semver import highest
 
@@ -517,17 +518,19 @@ class LocalRepositorySource(_Located):
         check_version(version, self.url)
         check_filename(filename, self.url)
         source = self.root / version / filename
-        try:
-            reader = source.open("rb")
-        except FileNotFoundError:
+        if not os.path.lexists(source):
             raise NotFoundError(
                 f"{self.url}: release {version} has no file {filename} ({source} not found)",
                 404,
-            ) from None
-        except OSError as exc:
-            raise AirgapError(f"{source}: cannot read ({exc.strerror or exc})") from None
-        with reader:
-            write_atomically(dest, _copy_from(reader))
+            )
+        # a regular file of at most the release-file bound, as a download is: a FIFO
+        # blocked collect for ever, and /dev/zero or a huge file would fill the disk
+        fd, size = open_regular(source, "release file")
+        with os.fdopen(fd, "rb") as reader:
+            if size > MAX_RELEASE_FILE_BYTES:
+                limit = describe_size(MAX_RELEASE_FILE_BYTES)
+                raise InputError(f"release file {source} is larger than the {limit} limit")
+            write_atomically(dest, _copy_from(reader, size))
 
 
 def did_you_mean(version: str, tags: list[str]) -> str:
@@ -558,8 +561,10 @@ def index_page_files(html: str) -> list[str]:
     return sorted(names)
 
 
-def _copy_from(reader: BinaryIO, chunk_size: int = 1 << 20) -> Iterable[bytes]:
-    while chunk := reader.read(chunk_size):
+def _copy_from(reader: BinaryIO, size: int, chunk_size: int = 1 << 20) -> Iterable[bytes]:
+    """The ``size`` bytes the file had when it was opened, and no more if it grows."""
+    while size > 0 and (chunk := reader.read(min(chunk_size, size))):
+        size -= len(chunk)
         yield chunk
 
 
