@@ -304,6 +304,21 @@ def test_a_bundle_that_fails_verification_is_not_served(world: World, tmp_path: 
     assert_clean_failure(result, 2, "--listen")
 
 
+def test_an_address_that_cannot_be_listened_on_is_one_line(world: World) -> None:
+    """A bind that fails makes socketserver close the server before its constructor is
+    done: that close once ended in a traceback (the head deadlines' watcher was not made
+    yet), instead of the error below."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ("serve", world.pinned.bundle, "--key", world.pinned.key.public, "--listen")
+        result = run_airgap(*args, f"127.0.0.1:{port}", timeout=60)
+        assert_clean_failure(result, 1, f"cannot listen on 127.0.0.1:{port}", "in use")
+        result = run_airgap(*args, "999.1.1.1:5000", timeout=60)
+        assert_clean_failure(result, 1, "cannot listen on 999.1.1.1:5000")
+
+
 def test_tls(world: World, pki: Pki, tmp_path: Path) -> None:
     served = Served(
         world.pinned.bundle,

@@ -114,6 +114,10 @@ class RegistryServer(ThreadingHTTPServer):
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        # before binding: a bind that fails calls server_close, which stops the watcher
+        self.head_deadlines = HeadDeadlines(
+            env_seconds(os.environ, HEAD_TIMEOUT_ENV, DEFAULT_HEAD_TIMEOUT)
+        )
         super().__init__(address, RegistryHandler)
         self.content = content
         self.log = log
@@ -123,9 +127,6 @@ class RegistryServer(ThreadingHTTPServer):
                 self.socket, server_side=True, do_handshake_on_connect=False
             )
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.head_deadlines = HeadDeadlines(
-            env_seconds(os.environ, HEAD_TIMEOUT_ENV, DEFAULT_HEAD_TIMEOUT)
-        )
 
     @property
     def url(self) -> str:
