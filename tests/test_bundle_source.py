@@ -49,9 +49,15 @@ def test_part_sizes_parse_units_and_presets() -> None:
     assert parse_part_size("fat32") == PRESETS["fat32"] == (4 << 30) - 1
     assert parse_part_size("DVD") == 4_700_372_992
     assert parse_part_size("bd") == 25_025_314_816
-    for bad in ("", "4 parsecs", "-1", "1KiB", "0", "1.5", "16383"):
+    for bad in ("", "4 parsecs", "-1", "1KiB", "0", "1.5", "16383", "\u0661\u0662MiB"):
         with pytest.raises(InputError):
             parse_part_size(bad)
+    # past 20 digits: refused in one line, quoted briefly (a 5,000-digit size was a
+    # traceback from int(), its whole text in none)
+    for huge in ("9" * 5000, "9" * 21 + "TiB", "1." + "5" * 5000):
+        with pytest.raises(InputError, match=r"expected bytes") as caught:
+            parse_part_size(huge)
+        assert len(str(caught.value)) < 200
     assert part_sizes(10, 4) == [4, 4, 2]
     assert part_sizes(8, 4) == [4, 4]
 

@@ -25,6 +25,7 @@ from airgap import jsonsafe
 from airgap.errors import BundleError, InputError
 from airgap.jsonsafe import Fields, JSONShapeError
 from airgap.limits import describe_size
+from airgap.names import shown
 
 PARTS_FORMAT = 1
 PARTS_KIND = "airgap-bundle-parts"
@@ -60,13 +61,15 @@ _UNITS = {
     "gib": 1024**3,
     "tib": 1024**4,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# at most 20 digits each side of the point: 10^20 bytes is past any medium, and a
+# 5,000-digit size ended in a traceback from int()
+_SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([a-zA-Z]{0,3})\s*$", re.ASCII)
 _PART_RE = re.compile(r"^(?P<base>.+)\.(?P<number>\d{3,})$")
 
 
 def parse_part_size(text: str) -> int:
     """``4GiB``, ``700MiB``, ``4.7GB``, ``1048576`` or a preset (``fat32``, ``dvd``,
-    ``bd``) in bytes; anything else, or less than 1 MiB, is an input error."""
+    ``bd``) in bytes; anything else, or less than ``MIN_PART_SIZE``, is an input error."""
     preset = PRESETS.get(text.strip().lower())
     if preset is not None:
         return preset
@@ -75,7 +78,7 @@ def parse_part_size(text: str) -> int:
     if match is None or unit is None:
         presets = ", ".join(PRESETS)
         raise InputError(
-            f"--part-size {text!r}: expected bytes, a size such as 4GiB, 700MiB or 4.7GB, "
+            f"--part-size {shown(text)}: expected bytes, a size such as 4GiB, 700MiB or 4.7GB, "
             f"or one of {presets}"
         )
     from fractions import Fraction  # only for --part-size: ~3 ms of every start-up
@@ -83,7 +86,7 @@ def parse_part_size(text: str) -> int:
     size = int(Fraction(match.group(1)) * unit)  # exact: 4.7GB is 4,700,000,000
     if size < MIN_PART_SIZE:
         raise InputError(
-            f"--part-size {text!r} is {size} bytes; parts are at least "
+            f"--part-size {shown(text)} is {size} bytes; parts are at least "
             f"{describe_size(MIN_PART_SIZE)}"
         )
     return size
