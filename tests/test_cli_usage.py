@@ -209,6 +209,10 @@ def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: Sig
             ":2: unknown key 'allowedRegistry' (did you mean allowedRegistries?",
         ),
         ("requireDigests: true\nmaxAge: 30 days\n", ":2: maxAge: must look like 30d"),
+        # a string of 5,000 digits (not a YAML number, whose length is bounded) was a
+        # traceback from int(); 12 digits of weeks are past timedelta's range
+        (f"requireDigests: true\nmaxAge: {'9' * 5000}d\n", ":2: maxAge: must look like 30d"),
+        ("requireDigests: true\nmaxAge: 999999999999w\n", ":2: maxAge: '999999999999w' is too large"),
         (
             "requiredPlatforms:\n  - linux/amd64\n  - amd64\n",
             ":3: requiredPlatforms[1]: 'amd64' is not os/arch",

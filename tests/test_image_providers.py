@@ -182,6 +182,10 @@ def test_contract_comes_from_the_crd_labels() -> None:
     )
     assert contract_from_manifests(both) == "v1beta2"
     assert contract_from_manifests("kind: ConfigMap\n") is None
+    # an image's label with a 5,000-digit contract was a traceback from int(): no contract
+    huge = f"metadata:\n  labels:\n    cluster.x-k8s.io/v{'9' * 5000}: v1\n"
+    assert contract_from_manifests(huge) is None
+    assert contract_from_manifests(huge + "---\n" + manifests_yaml(SIDECAR).decode()) == "v1beta2"
 
 
 def test_profiles_default_first_and_self_image_substituted() -> None:

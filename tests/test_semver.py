@@ -47,12 +47,22 @@ def test_parse(text: str, fields: tuple[object, ...]) -> None:
         "vv1.2.3",
         "1.2.3.4",
         "main",
+        # past 64 digits: int() refuses 4,300, and a release listing's tag once ended
+        # collect in a traceback
+        f"v{'9' * 5000}.0.0",
+        "v1.\u0661.0",
     ],
 )
 def test_rejects_non_semver(text: str) -> None:
     assert try_parse(text) is None
     with pytest.raises(InputError, match="not a semantic version"):
         parse_version(text)
+
+
+def test_a_huge_numeric_pre_release_identifier_sorts_without_int() -> None:
+    huge = f"v1.0.0-{'9' * 5000}"  # past 64 digits: compared as text, never converted
+    assert highest([huge, "v1.0.0-1"], include_prerelease=True) == huge
+    assert highest([huge, "v1.0.0"], include_prerelease=True) == "v1.0.0"
 
 
 def test_precedence_follows_the_semver_spec() -> None:

@@ -138,6 +138,6 @@ def test_listen_addresses() -> None:
     assert parse_listen("127.0.0.1:5050") == ("127.0.0.1", 5050)
     assert parse_listen("[::1]:0") == ("::1", 0)
     assert parse_listen(":5050") == ("0.0.0.0", 5050)  # noqa: S104 (every interface)
-    for bad in ("5050", "host:", "host:99999", "host:x"):
+    for bad in ("5050", "host:", "host:99999", "host:x", "host:\u0661\u0662", "host:" + "9" * 5000):
         with pytest.raises(InputError, match="--listen"):
             parse_listen(bad)

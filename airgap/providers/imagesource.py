@@ -51,7 +51,7 @@ _PROFILE_RE = re.compile(r"^[a-zA-Z0-9_-]{1,255}$")
 _CONTRACT_LABEL_RE = re.compile(
     r"^\s+['\"]?cluster\.x-k8s\.io/(v\d+(?:(?:alpha|beta)\d+)?)['\"]?\s*:", re.MULTILINE
 )
-_CONTRACT_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+_CONTRACT_RE = re.compile(r"^v([0-9]{1,9})(?:(alpha|beta)([0-9]{1,9}))?$")  # int()-safe
 
 
 class RegistryPoolLike(Protocol):

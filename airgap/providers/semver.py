@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from airgap.errors import InputError
 from airgap.names import shown
 
-_NUMBER = r"0|[1-9]\d*"
+# at most 64 digits: semver sets no bound, but int() refuses 4,300 and no release
+# numbers past a date (a 5,000-digit tag from a release listing was a traceback)
+_NUMBER = r"0|[1-9][0-9]{0,63}"
 _IDENT = r"[0-9A-Za-z-]+"
 _SEMVER_RE = re.compile(
     rf"^v?(?P<major>{_NUMBER})\.(?P<minor>{_NUMBER})\.(?P<patch>{_NUMBER})"

@@ -16,6 +16,7 @@ from airgap.bundle.format import IMAGES_DIR
 from airgap.errors import AirgapError, InputError
 from airgap.inputfile import check_small
 from airgap.limits import MAX_TLS_FILE_BYTES
+from airgap.names import shown
 from airgap.serve.catalog import build_catalog
 from airgap.serve.server import Content, RegistryServer
 from airgap.verify.bundle import VerifiedBundle
@@ -27,8 +28,8 @@ _BLOBS = f"{IMAGES_DIR}/blobs/sha256/"
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (every interface); port 0 picks one."""
     host, colon, port = text.strip().rpartition(":")
-    if not colon or not port.isdigit() or int(port) > 65535:
-        raise InputError(f"--listen {text!r}: expected HOST:PORT, [IPv6]:PORT or :PORT")
+    if not colon or not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+        raise InputError(f"--listen {shown(text)}: expected HOST:PORT, [IPv6]:PORT or :PORT")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host or "0.0.0.0", int(port)  # noqa: S104 (":PORT" asks for every interface)

@@ -52,7 +52,7 @@ from airgap.supplychain.cosign import (
 )
 from airgap.verify.signatures import ReadMember, SignaturePolicy, check_signatures
 
-_AGE_RE = re.compile(r"^(\d+)\s*([smhdw])$")
+_AGE_RE = re.compile(r"^([0-9]{1,12})\s*([smhdw])$")  # ASCII digits, int()-safe
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
