@@ -134,6 +134,39 @@ def test_broken_layers_are_one_clear_error(blob: bytes, media_type: str, message
         sink.finish()
 
 
+def _pax_sized_layer(size: str) -> bytes:
+    """A layer whose one file's PAX header says ``size=SIZE``."""
+    import tarfile
+
+    body = f" size={size}\n".encode()
+    length = len(body) + 1
+    while len(str(length)) + len(body) != length:
+        length = len(str(length)) + len(body)
+    record = str(length).encode() + body
+    pax = tarfile.TarInfo("././@PaxHeader")
+    pax.type, pax.size = tarfile.XHDTYPE, len(record)
+    padding = b"\0" * (-len(record) % 512)
+    file = tarfile.TarInfo("a")
+    file.size = 1
+    return (
+        pax.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict") + record + padding
+        + file.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict") + b"x" + b"\0" * 511 + b"\0" * 1024
+    )
+
+
+@pytest.mark.parametrize("size", ["9" * 5000, "\u0661\u0662", "1x"])
+def test_a_pax_size_that_is_not_a_bounded_number_is_one_clear_error(size: str) -> None:
+    # a hostile image's 5,000-digit PAX size was a traceback from int()
+    files = ImageFiles(wanted, "test image")
+    with pytest.raises(LayerError, match="PAX size .* is not a number"):
+        sink = files.layer("application/vnd.oci.image.layer.v1.tar", "sha256:0")
+        sink.write(_pax_sized_layer(size))
+        sink.finish()
+    sane = ImageFiles(wanted, "test image").layer("application/vnd.oci.image.layer.v1.tar", "sha256:0")
+    sane.write(_pax_sized_layer("1"))
+    sane.finish()
+
+
 def test_oversized_profile_files_are_refused_before_being_read() -> None:
     big = b"#" * (1024 * 1024 + 1)
     with pytest.raises(LayerError, match="metadata.yaml is 1048577 bytes, over 1 MiB"):

@@ -184,6 +184,11 @@ def test_ping_catalog_and_tags(world: World) -> None:
         assert page.json()["repositories"] == expected[:1]
         if len(expected) > 1:
             assert page.headers["Link"].startswith("</v2/_catalog?n=1&last=")
+        # n that is not a bounded ASCII number is no page size: the whole list (5,000
+        # digits once ended the connection with int()'s error, no answer at all)
+        for number in ("9" * 5000, "\u0661"):
+            whole = client.get("/v2/_catalog", params={"n": number})
+            assert whole.status_code == 200 and whole.json()["repositories"] == expected
         for record in world.manifest.images:
             reference = parse_reference(record.reference)
             for name in _names(record):

@@ -407,6 +407,6 @@ def _parse_pax(data: bytes, what: str) -> dict[str, str]:
 
 
 def _pax_size(text: str, what: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:  # int()-safe
         raise LayerError(f"{what}: PAX size {text[:20]!r} is not a number")
     return int(text)

@@ -337,7 +337,8 @@ class RegistryHandler(BaseHTTPRequestHandler):
             items = [item for item in items if item > last]
         headers: dict[str, str] = {}
         number = _first(query, "n")
-        if number is not None and number.isdigit():
+        # ASCII digits, int()-safe: a client's n=9…9 (5,000 digits) ended its connection
+        if number is not None and number.isascii() and number.isdigit() and len(number) <= 9:
             count = int(number)
             if count < len(items) and count > 0:
                 link = f"{base}?n={count}&last={quote(items[count - 1], safe='')}"
