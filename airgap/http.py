@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import http.cookiejar
+import math
 import random
 import socket
 import ssl
@@ -210,14 +211,18 @@ def retry_after_seconds(response: httpx.Response) -> float | None:
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
-        pass
+        pass  # an HTTP date, or nothing usable
+    else:
+        # only a finite number: a hostile server's "nan" reached time.sleep, whose
+        # ValueError ended the command in a traceback ("inf" is capped by the policy)
+        return seconds if math.isfinite(seconds) else None
     try:
         parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):  # malformed: fall back to our own backoff
+        return max(0.0, parsed.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):  # malformed: our own backoff then
         return None
-    return max(0.0, parsed.timestamp() - time.time())
 
 
 def is_transient(exc: httpx.TransportError) -> bool:

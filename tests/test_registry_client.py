@@ -899,10 +899,19 @@ def test_malformed_retry_after_falls_back_to_backoff(
 ) -> None:
     image = source_images["app"]
     proxy = fault_proxy_factory(plain_registry)
-    registry = connect(proxy)
-    proxy.inject("GET", "/manifests/", status=429, headers={"Retry-After": "soon"})
-    assert registry.get_manifest(image.repository, image.tag, what="test").digest == image.digest
-    assert [r.status for r in proxy.requests if "/manifests/" in r.path] == [429, 200]
+    policy = RecordingPolicy(attempts=3, base_delay=0.01, max_delay=1.0)
+    registry = connect(proxy, policy=policy)
+    # "nan" once reached time.sleep, whose ValueError ended the command in a traceback;
+    # a year past 9999 is no date either
+    malformed = ("soon", "nan", "-inf", "Fri, 31 Dec 99999 23:59:59 GMT")
+    for value in malformed:
+        proxy.inject("GET", "/manifests/", status=429, headers={"Retry-After": value})
+        manifest = registry.get_manifest(image.repository, image.tag, what="test")
+        assert manifest.digest == image.digest
+    statuses = [r.status for r in proxy.requests if "/manifests/" in r.path]
+    assert statuses == [429, 200] * len(malformed)
+    assert len(policy.delays) == len(malformed)
+    assert all(0 < delay <= 0.01 for delay in policy.delays)  # the backoff, not the header
 
 
 def test_503_twice_then_success(
