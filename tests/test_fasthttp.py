@@ -197,6 +197,7 @@ def test_request_bodies_are_sent_as_declared_and_chunked_without_a_length() -> N
     [
         (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", "Content-Length"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", "Content-Length"),
         (b"HTTP/1.1 200 OK\r\n folded: header\r\n\r\n", "malformed response header"),
         (b"HTTP/1.1 200 OK\r\nLocation: /a\nX: y\r\n\r\n", "malformed response header"),
         (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n", "malformed response header"),
@@ -209,6 +210,7 @@ def test_request_bodies_are_sent_as_declared_and_chunked_without_a_length() -> N
     ids=[
         "two-lengths",
         "negative",
+        "5000-digit-length",
         "obs-fold",
         "bare-lf",
         "nul",
