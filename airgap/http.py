@@ -147,6 +147,7 @@ def build_client(
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
+    proxies.check_environment()
     transport, mounts = None, proxies.LOOPBACK  # loopback: never through HTTPS_PROXY
     if fast:
         transport = fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)

@@ -13,8 +13,10 @@ import ssl
 
 import httpx
 
-from airgap.redact import redact_url
+from airgap.errors import InputError
+from airgap.redact import redact_url, scrub
 from airgap.reference import is_loopback_host
+from airgap.textfmt import printable
 
 # httpx mount patterns sent straight to the network (None: the client's own transport)
 LOOPBACK: dict[str, httpx.BaseTransport | None] = {
@@ -23,6 +25,27 @@ LOOPBACK: dict[str, httpx.BaseTransport | None] = {
     "all://[::1]": None,
 }
 _VARIABLES = {"https": "HTTPS_PROXY", "http": "HTTP_PROXY"}
+
+
+def check_environment() -> None:
+    """Fail in one line naming the variable when a proxy variable holds what httpx cannot
+    parse (``HTTPS_PROXY=::::``, a host that is no IDNA name, a control character):
+    httpx raised ``InvalidURL`` from inside a client's constructor, a traceback."""
+    try:
+        from httpx._utils import URLPattern, get_environment_proxies
+    except ImportError:  # a future httpx moved them: its own error then
+        return
+    for pattern, url in get_environment_proxies().items():
+        variable = "NO_PROXY" if url is None else _VARIABLES.get(pattern[:-3], "ALL_PROXY")
+        try:
+            URLPattern(pattern)
+            if url is not None:
+                httpx.Proxy(url)
+        except (httpx.InvalidURL, ValueError) as exc:
+            problem = printable(scrub(str(exc)))[:200]
+            raise InputError(
+                f"{variable} (or {variable.lower()}) is not a usable proxy setting: {problem}"
+            ) from None
 
 
 def environment_mounts(

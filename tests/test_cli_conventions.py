@@ -299,6 +299,32 @@ def test_an_error_through_a_proxy_names_the_proxy(
     assert refusing_proxy.requests == ["CONNECT registry.example.test:443 HTTP/1.1"]
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("HTTPS_PROXY", "::::", "Invalid port"),
+        ("http_proxy", "http://proxyuser:proxy-s3cret@host:bad", "Invalid port: 'bad'"),
+        ("ALL_PROXY", "a\x1b[2Jb", "non-printable"),
+        ("NO_PROXY", "\u0661\u0662", "IDNA"),
+    ],
+)
+def test_a_proxy_variable_httpx_cannot_parse_is_one_line_naming_it(
+    tmp_path: Path,
+    signing_key: SigningKey,
+    source_images: dict[str, TestImage],
+    variable: str,
+    value: str,
+    problem: str,
+) -> None:
+    # httpx raised InvalidURL from inside the client's constructor: a traceback
+    result = _collect([source_images["app"].reference], tmp_path, signing_key, {variable: value})
+    upper = variable.upper()
+    line = assert_clean_failure(
+        result, 2, f"{upper} (or {upper.lower()}) is not a usable proxy setting", problem
+    )
+    assert "proxy-s3cret" not in line and "\x1b" not in line
+
+
 def test_no_proxy_and_loopback_go_direct(
     tmp_path: Path,
     signing_key: SigningKey,
