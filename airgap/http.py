@@ -11,6 +11,7 @@ import dataclasses
 import email.utils
 import http.cookiejar
 import math
+import os
 import random
 import socket
 import ssl
@@ -41,6 +42,7 @@ from airgap.limits import (
     MAX_TLS_FILE_BYTES,
     describe_size,
 )
+from airgap.names import shown
 from airgap.pacing import Pacing
 from airgap.redact import redact_url as redact_url  # re-exported: the one helper
 
@@ -94,6 +96,7 @@ def ssl_context(
     a certs.d directory's ``*.crt``) and a client certificate and key to present."""
     if skip_verify and client_cert is None:
         return False
+    check_tls_environment()
     context = ssl.create_default_context()
     if skip_verify:
         context.check_hostname = False
@@ -115,6 +118,19 @@ def ssl_context(
                 f"cannot load client certificate {certificate} with key {key}: {exc}"
             ) from None
     return context
+
+
+def check_tls_environment() -> None:
+    """``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are opened by OpenSSL by their paths when a
+    default context is made: a FIFO there blocked the first TLS connection for ever (as
+    it does curl's), and a huge file was read whole. Checked as ``--ca-file`` is."""
+    cafile = os.environ.get("SSL_CERT_FILE")
+    if cafile:
+        check_small(Path(cafile), MAX_TLS_FILE_BYTES, "SSL_CERT_FILE")
+    for directory in filter(None, os.environ.get("SSL_CERT_DIR", "").split(os.pathsep)):
+        path = Path(directory)
+        if path.exists() and not path.is_dir():
+            raise InputError(f"SSL_CERT_DIR {shown(directory)} is not a directory")
 
 
 def _no_passphrase() -> str:
@@ -148,6 +164,7 @@ def build_client(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
     proxies.check_environment()
+    check_tls_environment()
     transport, mounts = None, proxies.LOOPBACK  # loopback: never through HTTPS_PROXY
     if fast:
         transport = fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)

@@ -26,9 +26,9 @@ MAX_SIGNATURE_LAYERS = 256
 MAX_SIGNATURE_PAYLOAD_BYTES = 1 * MiB
 # A PEM file of trust material (Fulcio roots, Rekor keys, cosign public keys).
 MAX_TRUST_FILE_BYTES = 1 * MiB
-# A PEM file for TLS: a CA bundle (``--ca-file``, certs.d's ``*.crt``; Debian's whole trust
-# store is ~0.2 MiB), a client certificate or key, serve's certificate and key.
-MAX_TLS_FILE_BYTES = 1 * MiB
+# A PEM file for TLS: a CA bundle (``--ca-file``, certs.d's ``*.crt``, ``SSL_CERT_FILE``;
+# Debian's whole trust store is ~0.2 MiB), a client certificate or key, serve's pair.
+MAX_TLS_FILE_BYTES = 4 * MiB
 
 # -- bundles -----------------------------------------------------------------------------
 # The signed bundle manifest lists every member (~150 bytes each): room for ~400k.

@@ -175,7 +175,7 @@ def test_tls_files_that_are_fifos_devices_or_huge_fail_at_once(
     os.mkfifo(fifo)
     huge = tmp_path / "huge.crt"
     with huge.open("wb") as handle:
-        handle.truncate(2 << 20)  # sparse: 2 MiB of nothing
+        handle.truncate(5 << 20)  # sparse: 5 MiB of nothing
     fifo_key = tmp_path / "fifo-key"  # a --cert-dir whose client key is a FIFO
     shutil.copytree(files, fifo_key)
     (fifo_key / "client.key").unlink()
@@ -183,7 +183,7 @@ def test_tls_files_that_are_fifos_devices_or_huge_fail_at_once(
     cases: list[tuple[tuple[str | Path, ...], tuple[str, ...]]] = [
         (("--ca-file", fifo), (str(fifo), "is a FIFO, not a regular file")),
         (("--ca-file", "/dev/zero"), ("/dev/zero", "is a device, not a regular file")),
-        (("--ca-file", huge), (str(huge), "is larger than the 1 MiB limit")),
+        (("--ca-file", huge), (str(huge), "is larger than the 4 MiB limit")),
         (("--cert-dir", fifo_key), (str(fifo_key / "client.key"), "is a FIFO")),
     ]
     for extra, needles in cases:
@@ -196,6 +196,25 @@ def test_tls_files_that_are_fifos_devices_or_huge_fail_at_once(
             f"{registry.host}/refused",
             "-q",
             *extra,
+            timeout=60,
+        )
+        assert_clean_failure(result, 2, *needles)
+    # the trust store OpenSSL opens by itself for a default context: the same
+    environments = [
+        ({"SSL_CERT_FILE": str(fifo)}, ("SSL_CERT_FILE", str(fifo), "is a FIFO")),
+        ({"SSL_CERT_FILE": str(huge)}, ("SSL_CERT_FILE", str(huge), "is larger than")),
+        ({"SSL_CERT_DIR": f"/nonexistent:{fifo}"}, ("SSL_CERT_DIR", str(fifo), "not a directory")),
+    ]
+    for env, needles in environments:
+        result = run_airgap(
+            "import",
+            small_bundle[0],
+            "--key",
+            signing_key.public,
+            "--registry",
+            f"{registry.host}/refused",
+            "-q",
+            env=env,
             timeout=60,
         )
         assert_clean_failure(result, 2, *needles)
