@@ -180,43 +180,19 @@ def test_tls_files_that_are_fifos_devices_or_huge_fail_at_once(
     shutil.copytree(files, fifo_key)
     (fifo_key / "client.key").unlink()
     os.mkfifo(fifo_key / "client.key")
-    cases: list[tuple[tuple[str | Path, ...], tuple[str, ...]]] = [
-        (("--ca-file", fifo), (str(fifo), "is a FIFO, not a regular file")),
-        (("--ca-file", "/dev/zero"), ("/dev/zero", "is a device, not a regular file")),
-        (("--ca-file", huge), (str(huge), "is larger than the 4 MiB limit")),
-        (("--cert-dir", fifo_key), (str(fifo_key / "client.key"), "is a FIFO")),
+    no_env: dict[str, str] = {}
+    cases: list[tuple[tuple[str | Path, ...], dict[str, str], tuple[str, ...]]] = [
+        (("--ca-file", fifo), no_env, (str(fifo), "is a FIFO, not a regular file")),
+        (("--ca-file", "/dev/zero"), no_env, ("/dev/zero", "is a device, not a regular file")),
+        (("--ca-file", huge), no_env, (str(huge), "is larger than the 4 MiB limit")),
+        (("--cert-dir", fifo_key), no_env, (str(fifo_key / "client.key"), "is a FIFO")),
+        # the trust store OpenSSL opens by itself for a default context: the same
+        ((), {"SSL_CERT_FILE": str(fifo)}, ("SSL_CERT_FILE", str(fifo), "is a FIFO")),
+        ((), {"SSL_CERT_FILE": str(huge)}, ("SSL_CERT_FILE", str(huge), "is larger than")),
+        ((), {"SSL_CERT_DIR": f"/nonexistent:{fifo}"}, ("SSL_CERT_DIR", "not a directory")),
     ]
-    for extra, needles in cases:
-        result = run_airgap(
-            "import",
-            small_bundle[0],
-            "--key",
-            signing_key.public,
-            "--registry",
-            f"{registry.host}/refused",
-            "-q",
-            *extra,
-            timeout=60,
-        )
-        assert_clean_failure(result, 2, *needles)
-    # the trust store OpenSSL opens by itself for a default context: the same
-    environments = [
-        ({"SSL_CERT_FILE": str(fifo)}, ("SSL_CERT_FILE", str(fifo), "is a FIFO")),
-        ({"SSL_CERT_FILE": str(huge)}, ("SSL_CERT_FILE", str(huge), "is larger than")),
-        ({"SSL_CERT_DIR": f"/nonexistent:{fifo}"}, ("SSL_CERT_DIR", str(fifo), "not a directory")),
-    ]
-    for env, needles in environments:
-        result = run_airgap(
-            "import",
-            small_bundle[0],
-            "--key",
-            signing_key.public,
-            "--registry",
-            f"{registry.host}/refused",
-            "-q",
-            env=env,
-            timeout=60,
-        )
+    for extra, env, needles in cases:
+        result = _import(small_bundle[0], signing_key, f"{registry.host}/refused", *extra, env=env)
         assert_clean_failure(result, 2, *needles)
 
 
