@@ -125,6 +125,24 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+class WrittenPath(click.Path):
+    """A path airgap writes: a file or directory, never ``-``.
+
+    Why: by convention ``-`` means standard output, and these outputs cannot be a
+    stream: bundles are written in place (in parallel) and renamed, keys come in pairs,
+    output trees are directories. Taken literally, ``keygen -`` wrote a private key to
+    a file called ``-``; now it is a usage error (``./-`` still names such a file)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value == "-":
+            self.fail(
+                "'-' (standard output) is not supported here; name a path (./- for one called '-')",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 authfile_option = click.option(
     "--authfile",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -241,7 +259,7 @@ def version() -> int:
 
 
 @cli.command(short_help="Create an Ed25519 signing key pair.")
-@click.argument("private_key", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("private_key", type=WrittenPath(dir_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite existing key files.")
 def keygen(private_key: Path, force: bool) -> int:
     """Create an Ed25519 signing key (mode 0600) and its public key (.pub)."""
@@ -262,7 +280,7 @@ def keygen(private_key: Path, force: bool) -> int:
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=WrittenPath(dir_okay=False, path_type=Path),
     help="Bundle file to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing bundle file.")
@@ -621,7 +639,7 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
             ),
             click.option(
                 "--output-dir",
-                type=click.Path(file_okay=False, path_type=Path),
+                type=WrittenPath(file_okay=False, path_type=Path),
                 help="Where to write rewritten components and configuration.",
             ),
             click.option(
@@ -770,7 +788,7 @@ def import_(
 @format_option("Conditions as a table or as JSON.")
 @click.option(
     "--export-have",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=WrittenPath(dir_okay=False, path_type=Path),
     help="Also write a have-list of the digests the registry holds of the bundle's "
     "images, for collect --have on the connected side (small, unsigned).",
 )

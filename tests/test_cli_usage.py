@@ -131,7 +131,9 @@ def test_collect_refuses_to_overwrite_a_bundle_without_force(
     assert run_airgap("verify", output, "--key", signing_key.public).returncode == 0
 
 
-@pytest.mark.parametrize("value", ["abc", "-5", "1.5", "99999999999999", "9" * 5000, "\u0661\u0662"])
+@pytest.mark.parametrize(
+    "value", ["abc", "-5", "1.5", "99999999999999", "9" * 5000, "\u0661\u0662"]
+)
 def test_collect_refuses_a_malformed_source_date_epoch_before_any_work(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey, value: str
 ) -> None:
@@ -140,7 +142,12 @@ def test_collect_refuses_a_malformed_source_date_epoch_before_any_work(
     a whole collect in a traceback after every download."""
     output = tmp_path / "bundle.tar"
     result = run_airgap(
-        "collect", small_spec, "--sign-key", signing_key.private, "-o", output,
+        "collect",
+        small_spec,
+        "--sign-key",
+        signing_key.private,
+        "-o",
+        output,
         env={"SOURCE_DATE_EPOCH": value},
     )
     assert_clean_failure(result, 2, "SOURCE_DATE_EPOCH=", "0 to 253402300799")
@@ -152,7 +159,13 @@ def test_collect_stamps_source_date_epoch_up_to_the_last_second_of_9999(
 ) -> None:
     output = tmp_path / "bundle.tar"
     result = run_airgap(
-        "collect", small_spec, "--sign-key", signing_key.private, "-o", output, "-q",
+        "collect",
+        small_spec,
+        "--sign-key",
+        signing_key.private,
+        "-o",
+        output,
+        "-q",
         env={"SOURCE_DATE_EPOCH": "253402300799"},
     )
     assert result.returncode == 0, result.stderr
@@ -184,6 +197,28 @@ def test_force_never_replaces_a_device_fifo_or_socket(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "spec.yaml", "split.tar.000"]
 
 
+def test_a_dash_is_not_taken_as_a_file_to_write(
+    tmp_path: Path, small_spec: Path, signing_key: SigningKey
+) -> None:
+    """``keygen -`` wrote a private key to a file called ``-`` in the working
+    directory: outputs that cannot be standard output refuse ``-`` before any work."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for args, option in (
+        (("keygen", "-"), "PRIVATE_KEY"),
+        (("collect", small_spec, "--sign-key", signing_key.private, "-o", "-"), "--output"),
+        (("import", "b.tar", "--registry", "r.example", "--output-dir", "-"), "--output-dir"),
+        (("configmaps", "b.tar", "--registry", "r.example", "--output-dir", "-"), "--output-dir"),
+        (("status", "b.tar", "--registry", "r.example", "--export-have", "-"), "--export-have"),
+    ):
+        result = run_airgap(*args, cwd=work)
+        assert_clean_failure(result, 2, option, "'-' (standard output) is not supported")
+    assert list(work.iterdir()) == []
+    named = run_airgap("keygen", "./-", cwd=work)  # a file called '-' is still possible
+    assert named.returncode == 0, named.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["-", "-.pub"]
+
+
 def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: SigningKey) -> None:
     """``--password-stdin`` read a whole line, so an endless pipe without a newline was
     read into memory; a password over 64 KiB is refused before anything else is done."""
@@ -212,7 +247,10 @@ def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: Sig
         # a string of 5,000 digits (not a YAML number, whose length is bounded) was a
         # traceback from int(); 12 digits of weeks are past timedelta's range
         (f"requireDigests: true\nmaxAge: {'9' * 5000}d\n", ":2: maxAge: must look like 30d"),
-        ("requireDigests: true\nmaxAge: 999999999999w\n", ":2: maxAge: '999999999999w' is too large"),
+        (
+            "requireDigests: true\nmaxAge: 999999999999w\n",
+            ":2: maxAge: '999999999999w' is too large",
+        ),
         (
             "requiredPlatforms:\n  - linux/amd64\n  - amd64\n",
             ":3: requiredPlatforms[1]: 'amd64' is not os/arch",

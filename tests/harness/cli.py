@@ -15,6 +15,7 @@ def run_airgap(
     env: dict[str, str] | None = None,
     input: str | None = None,
     timeout: float = 300,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``airgap ARGS``; never raises on a non-zero exit, the test inspects it."""
     merged = {**os.environ, **(env or {})}
@@ -26,6 +27,7 @@ def run_airgap(
         text=True,
         timeout=timeout,
         check=False,
+        cwd=cwd,
     )
 
 
