@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/mypy
 exec .venv/bin/pytest -q "$@"

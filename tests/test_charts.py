@@ -732,7 +732,12 @@ def test_status_asks_for_every_chart_and_names_a_lost_layer(
     is Available; the web chart's package layer lost from the registry's storage is
     Degraded, naming the chart, where it is and the blob."""
     registry: RegistryServer = registry_factory("plain")
-    target: list[str | Path] = ["--key", signing_key.public, "--registry", f"{registry.host}/mirror"]
+    target: list[str | Path] = [
+        "--key",
+        signing_key.public,
+        "--registry",
+        f"{registry.host}/mirror",
+    ]
     assert run_airgap("import", chart_bundle.path, *target, "-q").returncode == 0
     status: list[str | Path] = ["status", chart_bundle.path, *target, "--format", "json"]
     result = run_airgap(*status)

@@ -459,7 +459,12 @@ def test_sbom_lists_content_files(management_bundle: ManagementBundle, sbom: str
 def test_policy_required_content(management_bundle: ManagementBundle, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("requiredContent: [certManager, operator, templates]\n")
-    args: list[str | Path] = ["verify", management_bundle.path, "--key", management_bundle.key.public]
+    args: list[str | Path] = [
+        "verify",
+        management_bundle.path,
+        "--key",
+        management_bundle.key.public,
+    ]
     assert run_airgap(*args, "--policy", policy).returncode == 0
     # content images meet the image rules too: the operator's tag is not allowed here
     policy.write_text("requiredContent: [certManager]\nforbiddenTags: [v0.24.0]\n")

@@ -224,7 +224,14 @@ def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_pat
     manifest = tmp_path / MANIFEST_NAME
     output = tmp_path / "from-manifest.tar"
     key = delta_bundles.key
-    args: list[str | Path] = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", output]
+    args: list[str | Path] = [
+        "collect",
+        delta_bundles.one_spec,
+        "--sign-key",
+        key.private,
+        "-o",
+        output,
+    ]
     result = run_airgap(*args, "--base", manifest, "--base-key", key.public, env=delta_bundles.env)
     assert result.returncode == 0, result.stderr
     assert set(carried_blobs(output)) == changed_pieces(delta_bundles)
@@ -285,7 +292,14 @@ def test_a_split_delta_of_a_split_base(
     and verify, diff and import read the delta's parts directly."""
     key = delta_bundles.key
     base = tmp_path / "base.tar"
-    args: list[str | Path] = ["collect", delta_bundles.one_spec, "--sign-key", key.private, "-o", base]
+    args: list[str | Path] = [
+        "collect",
+        delta_bundles.one_spec,
+        "--sign-key",
+        key.private,
+        "-o",
+        base,
+    ]
     collected = run_airgap(*args, "--part-size", "16KiB", env=delta_bundles.env)
     assert collected.returncode == 0, collected.stderr
     assert not base.exists() and (tmp_path / "base.tar.001").exists()

@@ -450,7 +450,6 @@ def test_fetch_from_local_repository_both_url_forms(client: httpx.Client, tmp_pa
         )
 
 
-
 def test_a_local_repositorys_file_must_be_a_bounded_regular_file(
     client: httpx.Client, tmp_path: Path
 ) -> None:

@@ -455,9 +455,7 @@ def resigned(
     )
 
 
-def _provider_edit(
-    index: int = 1, **changes: Any
-) -> Callable[[BundleManifest], BundleManifest]:
+def _provider_edit(index: int = 1, **changes: Any) -> Callable[[BundleManifest], BundleManifest]:
     def edit(manifest: BundleManifest) -> BundleManifest:
         providers = list(manifest.providers)
         providers[index] = dataclasses.replace(providers[index], **changes)

@@ -149,8 +149,13 @@ def _pax_sized_layer(size: str) -> bytes:
     file = tarfile.TarInfo("a")
     file.size = 1
     return (
-        pax.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict") + record + padding
-        + file.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict") + b"x" + b"\0" * 511 + b"\0" * 1024
+        pax.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
+        + record
+        + padding
+        + file.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict")
+        + b"x"
+        + b"\0" * 511
+        + b"\0" * 1024
     )
 
 
@@ -162,7 +167,9 @@ def test_a_pax_size_that_is_not_a_bounded_number_is_one_clear_error(size: str) -
         sink = files.layer("application/vnd.oci.image.layer.v1.tar", "sha256:0")
         sink.write(_pax_sized_layer(size))
         sink.finish()
-    sane = ImageFiles(wanted, "test image").layer("application/vnd.oci.image.layer.v1.tar", "sha256:0")
+    sane = ImageFiles(wanted, "test image").layer(
+        "application/vnd.oci.image.layer.v1.tar", "sha256:0"
+    )
     sane.write(_pax_sized_layer("1"))
     sane.finish()
 
@@ -446,7 +453,9 @@ def import_bundle(
         *extra,
     )
     assert result.returncode == 0, result.stderr
-    return cast(dict[str, Any], yaml.safe_load((out / "openshift" / "capi-components.yaml").read_text()))
+    return cast(
+        dict[str, Any], yaml.safe_load((out / "openshift" / "capi-components.yaml").read_text())
+    )
 
 
 def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:

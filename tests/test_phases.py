@@ -39,8 +39,14 @@ def test_phase_times_never_replace_a_fifo_or_device(
     fifo = tmp_path / "times"
     os.mkfifo(fifo)
     result = run_airgap(
-        "configmaps", capi_bundle.path, "--key", capi_bundle.key.public,
-        "--registry", "127.0.0.1:9/mirror", "--output-dir", tmp_path / "out",
+        "configmaps",
+        capi_bundle.path,
+        "--key",
+        capi_bundle.key.public,
+        "--registry",
+        "127.0.0.1:9/mirror",
+        "--output-dir",
+        tmp_path / "out",
         env={"AIRGAP_PHASE_TIMES": str(fifo)},
     )
     assert result.returncode == 0, result.stderr

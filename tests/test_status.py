@@ -72,7 +72,14 @@ def assert_cluster_operator_shape(document: dict[str, Any]) -> None:
 def run_import(
     bundle: ManagementBundle, host: str, out: Path | None = None, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    args: list[str | Path] = ["import", bundle.path, "--key", bundle.key.public, "--registry", f"{host}/{PREFIX}"]
+    args: list[str | Path] = [
+        "import",
+        bundle.path,
+        "--key",
+        bundle.key.public,
+        "--registry",
+        f"{host}/{PREFIX}",
+    ]
     if out is not None:
         args += ["--output-dir", out]
     return run_airgap(*args, "-q", *extra)
@@ -142,7 +149,12 @@ def test_import_reports_and_status_agree(
         False,
     ]
     previous.write_text("[]")
-    args: list[str | Path] = ["status", management_bundle.path, "--key", management_bundle.key.public]
+    args: list[str | Path] = [
+        "status",
+        management_bundle.path,
+        "--key",
+        management_bundle.key.public,
+    ]
     result = run_airgap(*args, "--registry", registry.host, "--previous", previous)
     assert result.returncode == 2 and result.stderr.startswith("airgap: error: --previous")
     assert len(result.stderr.splitlines()) == 1
@@ -373,7 +385,12 @@ def test_closure_collects_every_kind_of_reference(
     from airgap.mirror.closure import references
 
     out = tmp_path / "out"
-    args: list[str | Path] = ["configmaps", management_bundle.path, "--key", management_bundle.key.public]
+    args: list[str | Path] = [
+        "configmaps",
+        management_bundle.path,
+        "--key",
+        management_bundle.key.public,
+    ]
     args += ["--registry", f"mirror.local:5000/{PREFIX}", "--output-dir", out]
     if not pinned:
         args.append("--no-pin")

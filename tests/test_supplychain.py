@@ -563,7 +563,12 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     target = registry_factory("plain")
     _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
     args: list[str | Path] = [
-        "status", bundle, "--key", signing_key.public, "--registry", f"{target.host}/mirror"
+        "status",
+        bundle,
+        "--key",
+        signing_key.public,
+        "--registry",
+        f"{target.host}/mirror",
     ]
     result = run_airgap(*args, "--format", "json")
     assert result.returncode == 0, result.stdout
