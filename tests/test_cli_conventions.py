@@ -28,7 +28,7 @@ from airgap import __version__
 from tests.conftest import PASSWORD, USERNAME
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
+from tests.harness.cli import AIRGAP, assert_clean_failure, collect_args, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
@@ -361,12 +361,7 @@ def test_a_registry_reached_through_a_plain_http_proxy_names_it(
     result = subprocess.run(
         [
             *AIRGAP,
-            "collect",
-            str(spec),
-            "--sign-key",
-            str(signing_key.private),
-            "-o",
-            str(tmp_path / "o.tar"),
+            *collect_args(spec, signing_key.private, tmp_path / "o.tar"),
         ],
         env={**clean, **env},
         capture_output=True,

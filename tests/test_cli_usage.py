@@ -28,7 +28,7 @@ from airgap.verify.policy import load_policy
 from airgap.verify.report import inventory_tables
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
+from tests.harness.cli import AIRGAP, assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.releases import ReleaseServer, make_components, make_metadata
 
@@ -142,12 +142,7 @@ def test_collect_refuses_a_malformed_source_date_epoch_before_any_work(
     a whole collect in a traceback after every download."""
     output = tmp_path / "bundle.tar"
     result = run_airgap(
-        "collect",
-        small_spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        output,
+        *collect_args(small_spec, signing_key.private, output),
         env={"SOURCE_DATE_EPOCH": value},
     )
     assert_clean_failure(result, 2, "SOURCE_DATE_EPOCH=", "0 to 253402300799")
@@ -159,12 +154,7 @@ def test_collect_stamps_source_date_epoch_up_to_the_last_second_of_9999(
 ) -> None:
     output = tmp_path / "bundle.tar"
     result = run_airgap(
-        "collect",
-        small_spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        output,
+        *collect_args(small_spec, signing_key.private, output),
         "-q",
         env={"SOURCE_DATE_EPOCH": "253402300799"},
     )
@@ -302,12 +292,7 @@ def test_a_version_without_its_v_gets_a_suggestion(
         },
     )
     result = run_airgap(
-        "collect",
-        spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        tmp_path / "o.tar",
+        *collect_args(spec, signing_key.private, tmp_path / "o.tar"),
         env={"GITHUB_API_URL": release_server.api_url},
     )
     line = assert_clean_failure(result, 1, "release 1.9.4 not found")

@@ -16,7 +16,7 @@ from airgap.signing import load_public_key, verify
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import OciLayout, TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.releases import ReleaseServer, make_metadata
@@ -156,12 +156,7 @@ def test_registry_settings_ca_file_and_stored_credentials(
     output = tmp_path / "secure.tar"
     # no credentials: a clear 401 naming the registry, and nothing written
     denied = run_airgap(
-        "collect",
-        spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        output,
+        *collect_args(spec, signing_key.private, output),
         env={"DOCKER_CONFIG": str(tmp_path / "nodocker")},
     )
     assert_clean_failure(denied, 1, secure_registry.host, "401", "no credentials were found")
@@ -173,12 +168,7 @@ def test_registry_settings_ca_file_and_stored_credentials(
         json.dumps({"auths": {secure_registry.host: {"auth": auth.decode()}}})
     )
     result = run_airgap(
-        "collect",
-        spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        output,
+        *collect_args(spec, signing_key.private, output),
         env={"DOCKER_CONFIG": str(config)},
     )
     assert result.returncode == 0, result.stderr
@@ -304,12 +294,7 @@ def test_unknown_provider_name_names_the_line_and_the_closest_names(
     )
     release_server.clear_requests()
     result = run_airgap(
-        "collect",
-        spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        tmp_path / "x.tar",
+        *collect_args(spec, signing_key.private, tmp_path / "x.tar"),
         env={"GITHUB_API_URL": release_server.api_url},  # a fetch would show up here
     )
     line = assert_clean_failure(result, 2)

@@ -561,10 +561,8 @@ def test_import_writes_the_same_operator_tree_as_configmaps(
     # target, pinned by digest; each resolves there to the bundle's digest
     originals = bundle_files(capi_bundle.path)
     digests = {image.reference: image.digest for image in capi_bundle.manifest.images}
-    sources: dict[str, str] = dict(
-        reversed(line.split("=", 1))
-        for line in (imported / "mapping.txt").read_text().split()  # type: ignore[misc]  # dict() takes any 2-item iterables, typeshed only tuples
-    )
+    pairs = (line.split("=", 1) for line in (imported / "mapping.txt").read_text().split())
+    sources = {target: source for source, target in pairs}
     for record in capi_bundle.manifest.providers:
         ptype = type_of(record.type)
         cr = op.cr(record.type, "cluster-api" if ptype is ProviderType.CORE else record.name)

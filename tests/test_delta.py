@@ -21,7 +21,7 @@ import httpx
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
 from tests.harness import skopeo, tamper
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
@@ -224,14 +224,7 @@ def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_pat
     manifest = tmp_path / MANIFEST_NAME
     output = tmp_path / "from-manifest.tar"
     key = delta_bundles.key
-    args: list[str | Path] = [
-        "collect",
-        delta_bundles.one_spec,
-        "--sign-key",
-        key.private,
-        "-o",
-        output,
-    ]
+    args = collect_args(delta_bundles.one_spec, key.private, output)
     result = run_airgap(*args, "--base", manifest, "--base-key", key.public, env=delta_bundles.env)
     assert result.returncode == 0, result.stderr
     assert set(carried_blobs(output)) == changed_pieces(delta_bundles)
@@ -255,12 +248,7 @@ def test_an_upgrade_delta_mounts_what_a_new_repository_shares(
     new_spec = delta_bundles.directory / "new.yaml"
     delta = tmp_path / "upgrade-delta.tar"
     args: list[str | Path] = [
-        "collect",
-        new_spec,
-        "--sign-key",
-        key.private,
-        "-o",
-        delta,
+        *collect_args(new_spec, key.private, delta),
         "--base",
         delta_bundles.old,
     ]
@@ -292,26 +280,14 @@ def test_a_split_delta_of_a_split_base(
     and verify, diff and import read the delta's parts directly."""
     key = delta_bundles.key
     base = tmp_path / "base.tar"
-    args: list[str | Path] = [
-        "collect",
-        delta_bundles.one_spec,
-        "--sign-key",
-        key.private,
-        "-o",
-        base,
-    ]
+    args = collect_args(delta_bundles.one_spec, key.private, base)
     collected = run_airgap(*args, "--part-size", "16KiB", env=delta_bundles.env)
     assert collected.returncode == 0, collected.stderr
     assert not base.exists() and (tmp_path / "base.tar.001").exists()
     new_spec = delta_bundles.directory / "new.yaml"
     delta = tmp_path / "delta.tar"
     result = run_airgap(
-        "collect",
-        new_spec,
-        "--sign-key",
-        key.private,
-        "-o",
-        delta,
+        *collect_args(new_spec, key.private, delta),
         "--part-size",
         "16KiB",
         "--base",

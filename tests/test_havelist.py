@@ -17,7 +17,7 @@ import pytest
 
 from airgap.bundle.reader import read_head
 from tests.harness import skopeo
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
 from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.test_delta import PREFIX, carried_blobs, changed_pieces, import_, target_of
@@ -45,12 +45,7 @@ def collect_with_have(
     """The connected side: collect the newer spec into ``output``, carrying only what
     ``have`` does not list."""
     return run_airgap(
-        "collect",
-        delta_bundles.one_spec,
-        "--sign-key",
-        delta_bundles.key.private,
-        "-o",
-        output,
+        *collect_args(delta_bundles.one_spec, delta_bundles.key.private, output),
         "--have",
         have,
         env=delta_bundles.env,

@@ -36,6 +36,7 @@ from airgap.limits import MAX_EXTENDED_HEADER_BYTES, MAX_MANIFEST_BYTES
 from airgap.signing import load_private_key, sign
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
+from tests.harness.cli import collect_args
 from tests.harness.hostile import (
     END,
     Handler,
@@ -768,12 +769,7 @@ def test_a_signal_during_a_slow_download_stops_collect_and_leaves_nothing(
     with hostile_server(tiny) as server:
         spec = spec_for(server, tiny)
         process, logs = start_airgap(
-            "collect",
-            spec,
-            "--sign-key",
-            signing_key.private,
-            "-o",
-            out_dir / "b.tar",
+            *collect_args(spec, signing_key.private, out_dir / "b.tar"),
             env=sandbox.env,
             cwd=sandbox.cwd,
         )

@@ -31,7 +31,7 @@ from airgap.signing import load_public_key
 from airgap.verify.bundle import verify_bundle
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import AIRGAP, run_airgap
+from tests.harness.cli import AIRGAP, collect_args, run_airgap
 from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.images import OciLayout, make_big_image, push_image
 from tests.harness.registry import RegistryFactory, RegistryServer
@@ -310,14 +310,7 @@ def test_a_first_ctrl_c_typed_on_the_terminal_stops_collect_and_import(
     spec = write_spec(tmp_path / "spec.yaml", {"images": [reference]})
     out = tmp_path / "out"
     out.mkdir()
-    args = [
-        "collect",
-        str(spec),
-        "--sign-key",
-        str(big_bundle.key.private),
-        "-o",
-        str(out / "b.tar"),
-    ]
+    args = [str(arg) for arg in collect_args(spec, big_bundle.key.private, out / "b.tar")]
 
     def downloading(shown: str) -> bool:
         return bool(re.search(r"images.*?[1-9]\d*\.\d/", shown)) or bool(

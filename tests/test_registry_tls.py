@@ -17,7 +17,7 @@ import pytest
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import CorpusEntry, OciLayout, TestImage, push_corpus
 from tests.harness.pki import Pki, create_ca, issue_client_cert
 from tests.harness.registry import RegistryFactory, RegistryServer
@@ -134,12 +134,7 @@ def test_collect_reads_a_source_registrys_certs_d(
     shutil.copytree(files, root / registry.host)
     out = tmp_path / "o.tar"
     result = run_airgap(
-        "collect",
-        spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        out,
+        *collect_args(spec, signing_key.private, out),
         "-q",
         env={"AIRGAP_CERTS_D": str(root)},
     )

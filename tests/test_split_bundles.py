@@ -24,7 +24,7 @@ from airgap.bundle.parts import PartsList, part_name, parts_list_path, parts_sig
 from airgap.bundle.reader import read_head
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import publish_capi, write_spec
-from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
+from tests.harness.cli import AIRGAP, assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
 from tests.harness.releases import ReleaseServer
@@ -69,12 +69,7 @@ def _collect_limited(
     return subprocess.run(
         [
             *AIRGAP,
-            "collect",
-            str(spec),
-            "--sign-key",
-            str(key),
-            "-o",
-            str(output),
+            *collect_args(spec, key, output),
             "-q",
             "--part-size",
             part_size,
@@ -264,12 +259,7 @@ def test_the_parts_list_is_signed_and_bound_to_its_bundle(split: Split, tmp_path
     other = tmp_path / "other"
     other.mkdir()
     result = run_airgap(
-        "collect",
-        split.spec,
-        "--sign-key",
-        split.key.private,
-        "-o",
-        other / "capi.tar",
+        *collect_args(split.spec, split.key.private, other / "capi.tar"),
         "--part-size",
         "32KiB",
         "-q",

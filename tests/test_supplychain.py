@@ -35,7 +35,7 @@ from airgap.supplychain.sigstore import verify_bundle
 from tests.harness import cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import Descriptor, OciLayout
 from tests.harness.ociserver import OciServer
 from tests.harness.registry import RegistryServer
@@ -703,12 +703,7 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
         (tmp_path / name).write_bytes(_read_member(base, name))
     thin = tmp_path / "thin.tar"
     result = run_airgap(
-        "collect",
-        spec,
-        "--sign-key",
-        signing_key.private,
-        "-o",
-        thin,
+        *collect_args(spec, signing_key.private, thin),
         "-q",
         "--base",
         tmp_path / MANIFEST_NAME,

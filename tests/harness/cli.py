@@ -40,3 +40,9 @@ def assert_clean_failure(result: subprocess.CompletedProcess[str], code: int, *n
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+def collect_args(spec: Path, sign_key: Path, output: Path) -> list[str | Path]:
+    """``collect SPEC --sign-key KEY -o OUTPUT``: the start of every collect a test runs
+    (the rest is what the test varies)."""
+    return ["collect", spec, "--sign-key", sign_key, "-o", output]
