@@ -52,13 +52,8 @@ class Imported:
 def import_args(
     bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: str | Path
 ) -> list[str | Path]:
-    args: list[str | Path] = [
-        "import",
-        bundle.path,
-        "--key",
-        bundle.key.public,
-        "--registry",
-        f"{registry.host}/{PREFIX}",
+    args = [
+        *bundle.import_args(f"{registry.host}/{PREFIX}"),
         "--output-dir",
         out,
         "-q",

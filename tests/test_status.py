@@ -72,14 +72,7 @@ def assert_cluster_operator_shape(document: dict[str, Any]) -> None:
 def run_import(
     bundle: ManagementBundle, host: str, out: Path | None = None, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    args: list[str | Path] = [
-        "import",
-        bundle.path,
-        "--key",
-        bundle.key.public,
-        "--registry",
-        f"{host}/{PREFIX}",
-    ]
+    args = bundle.import_args(f"{host}/{PREFIX}")
     if out is not None:
         args += ["--output-dir", out]
     return run_airgap(*args, "-q", *extra)

@@ -55,6 +55,11 @@ class ManagementBundle:
     release_url: str  # the providers' repository
     images: ManagementImages
 
+    def import_args(self, registry: str) -> list[str | Path]:
+        """``import BUNDLE --key PUB --registry REGISTRY``: the start of every import of
+        this bundle, as ``CollectedBundle.import_args``."""
+        return ["import", self.path, "--key", self.key.public, "--registry", registry]
+
 
 @pytest.fixture(scope="session")
 def management_images(
