@@ -272,6 +272,95 @@ def test_discovery_without_helm() -> None:
     assert (sub.name, sub.vendored) == ("sub", True)
 
 
+# the Cluster API operator chart's deployment.yaml, as released (hack/charts): each
+# container's image is read through the dot of a ``with`` over its values
+OPERATOR_DEPLOYMENT = """\
+spec:
+  template:
+    spec:
+      containers:
+      - args:
+        {{- with .Values.leaderElection }}
+        - --leader-elect={{ .enabled }}
+        {{- end }}
+        {{- with .Values.image.manager }}
+        image: "{{- if .registry -}}{{ .registry }}/{{- end -}}{{ .repository }}{{- if (.digest) -}} @{{ .digest }}{{- else -}}:{{ default $.Chart.AppVersion .tag }} {{- end -}}"
+        {{- end }}
+        imagePullPolicy: {{ .Values.image.manager.pullPolicy }}
+      - args:
+        {{- with .Values.image.kubeRBACProxy }}
+        image: "{{- if .registry -}}{{ .registry }}/{{- end -}}{{ .repository }}{{- if (.digest) -}} @{{ .digest }}{{- else -}}:{{ default $.Chart.AppVersion .tag }} {{- end -}}"
+        {{- end }}
+      - args:
+        {{- with .Values.image.removed }}
+        image: "{{ .repository }}:{{ .tag }}"
+        {{- end }}
+"""
+
+
+def operator_like_chart(deployment: str) -> bytes:
+    values = {
+        "image": {
+            "manager": {"repository": "registry.k8s.io/capi-operator/cluster-api-operator"},
+            "kubeRBACProxy": {"repository": "gcr.io/kubebuilder/kube-rbac-proxy", "tag": "v0.16"},
+        },
+        "sidecars": [{"name": "a", "image": {"repository": "x"}}],
+        "exporter": {"name": "x", "version": "1"},
+    }
+    return package(
+        "cluster-api-operator",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: cluster-api-operator\nversion: 0.24.0\n"
+            "appVersion: v0.24.0\n",
+            "values.yaml": yaml.safe_dump(values),
+            "templates/deployment.yaml": deployment,
+        },
+    )
+
+
+def test_images_read_through_a_with_block_are_resolved() -> None:
+    """The operator chart writes each image as ``{{ .repository }}:{{ .tag }}`` inside
+    ``{{- with .Values.image.NAME }}``: the values images found are what it renders,
+    so no warning (every collect, inspect and verify of a management bundle showed two
+    false "cannot resolve" lines). A ``with`` over a value the chart does not set
+    (``image.removed``) renders nothing: no image, no warning."""
+    chart = read_chart(operator_like_chart(OPERATOR_DEPLOYMENT), "cluster-api-operator.tgz")
+    assert set(chart.image_references) == {
+        "registry.k8s.io/capi-operator/cluster-api-operator:v0.24.0",
+        "gcr.io/kubebuilder/kube-rbac-proxy:v0.16",
+    }
+    assert chart.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("block", "why"),
+    [
+        ("{{- with .Values.exporter }}", "a with over values that hold no image"),
+        (
+            "{{- with .Values.image.manager }}{{- range .Values.sidecars }}",
+            "a range: the dot is an item",
+        ),
+        ('{{- with (index .Values.image "manager") }}', "a with over an expression"),
+        ("{{- if .Values.image.manager }}", "an if: the dot is the top, not the image"),
+    ],
+)
+def test_an_image_through_a_dot_airgap_cannot_follow_is_still_a_warning(
+    block: str, why: str
+) -> None:
+    deployment = f"""\
+spec:
+  containers:
+  - name: x
+    {block}
+    image: "{{{{ .repository }}}}:{{{{ .tag }}}}"
+    {{{{- end }}}}
+    {"{{- end }}" if "range" in block else ""}
+"""
+    chart = read_chart(operator_like_chart(deployment), "cluster-api-operator.tgz")
+    (warning,) = chart.warnings
+    assert warning.startswith("templates/deployment.yaml:5: image from a template expression"), why
+
+
 def test_global_registry_is_honoured() -> None:
     chart = read_chart(
         package(

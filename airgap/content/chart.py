@@ -114,7 +114,7 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
         for path, text in files.items()
         if path.startswith("templates/") and path.endswith(_TEMPLATE_SUFFIXES)
     }
-    literal = _template_images(templates, images, warnings)
+    literal = _template_images(templates, values, images, warnings)
     literal += _annotation_images(metadata, source, warnings)
     subcharts = _subcharts(files, packages, source, depth)
     vendored = {sub.name for sub in subcharts}
@@ -156,24 +156,92 @@ def _global_registry(values: Any) -> str | None:
 
 _IMAGE_LINE = re.compile(r"^\s*(?:-\s+)?image:\s*(?P<value>\S.*?)\s*$")
 _VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z0-9_]+)+)")
+# a block action: what opens one (with its argument) or ``end``, which closes one
+_BLOCK = re.compile(r"\{\{-?\s*(?P<word>if|with|range|define|block|end)\b(?P<argument>[^{}]*+)\}\}")
+_WITH_VALUES = re.compile(r"\s*\$?\.Values((?:\.[A-Za-z0-9_]+)+)\s*-?\s*$")
+_RELATIVE_FIELD = re.compile(r"(?<![\w$).\]])\.[A-Za-z_]\w*")
+_UNKNOWN_DOT: tuple[str, ...] = ()  # a block that makes the dot something not in values
+
+
+class _Blocks:
+    """The template blocks open at a line, enough to know what ``.`` is there and
+    whether the default values render the line at all.
+
+    Why: charts often write an image inside ``{{- with .Values.image.manager }}`` as
+    ``{{ .repository }}:{{ .tag }}`` (the Cluster API operator's chart does), reading
+    values through the dot rather than by a ``.Values`` path; and a ``with`` over a
+    value the chart leaves empty renders nothing, as Go templates define it."""
+
+    def __init__(self, values: Any) -> None:
+        self._values = values
+        # per open block, what holds inside it (each entry is derived from the one
+        # below, so a question is answered from the top alone, however deep): the
+        # values path the dot stands for (_UNKNOWN_DOT when it is something else), and
+        # whether the default values render it
+        self._open: list[tuple[tuple[str, ...], bool]] = []
+
+    def _top(self) -> tuple[tuple[str, ...], bool]:
+        return self._open[-1] if self._open else (_UNKNOWN_DOT, True)
+
+    def dot(self) -> tuple[str, ...] | None:
+        """The values path ``.`` stands for, or None when it is not one."""
+        return self._top()[0] or None
+
+    def rendered(self) -> bool:
+        """False inside a ``with`` over a value the chart leaves empty."""
+        return self._top()[1]
+
+    def follow(self, line: str) -> None:
+        for action in _BLOCK.finditer(line):
+            word = action.group("word")
+            dot, rendered = self._top()
+            if word == "end":
+                if self._open:
+                    self._open.pop()
+            elif word == "with":
+                within = _WITH_VALUES.match(action.group("argument"))
+                if within:
+                    path = tuple(within.group(1)[1:].split("."))
+                    self._open.append((path, rendered and bool(_lookup(self._values, path))))
+                else:
+                    self._open.append((_UNKNOWN_DOT, rendered))
+            elif word in ("range", "define", "block"):
+                self._open.append((_UNKNOWN_DOT, rendered))
+            else:  # if: the dot stays what it was
+                self._open.append((dot, rendered))
+
+
+def _lookup(values: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(values, dict):
+            return None
+        values = values.get(key)
+    return values
 
 
 def _template_images(
-    templates: dict[str, str], images: list[ChartImage], warnings: list[str]
+    templates: dict[str, str], values: Any, images: list[ChartImage], warnings: list[str]
 ) -> list[str]:
     """Images templates write literally (``image: quay.io/x/y:v1``); an ``image:`` made
-    by a template expression that reads none of the values images found is a warning
-    naming the file and line: airgap cannot know what it renders to."""
+    by a template expression that reads none of the values images found (by a
+    ``.Values`` path, or through the dot of an enclosing ``with``) is a warning naming
+    the file and line: airgap cannot know what it renders to. Lines the default values
+    do not render (inside a ``with`` over an empty value) are neither."""
     found: list[str] = []
     known = [image.path for image in images]
     for path in sorted(templates):
+        blocks = _Blocks(values)
         for number, line in enumerate(templates[path].splitlines(), start=1):
             match = _IMAGE_LINE.match(line)
-            if not match:
+            dot, rendered = blocks.dot(), blocks.rendered()
+            blocks.follow(line)
+            if not match or not rendered:
                 continue
             value = match.group("value").strip("'\"")
             if "{{" in value:
                 used = [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(value)]
+                if dot is not None and _RELATIVE_FIELD.search(_VALUES_PATH.sub("", value)):
+                    used.append(dot)
                 if not any(_related(use, path_) for use in used for path_ in known):
                     warnings.append(
                         f"{path}:{number}: image from a template expression airgap cannot "
