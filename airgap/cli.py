@@ -919,10 +919,13 @@ def _connection(
 
 def _warn_missing_variables(missing: dict[str, list[str]], output_dir: Path) -> None:
     """One line on stderr naming (never showing values of) the required variables that
-    no file or environment variable gave; the Secrets keep them commented out."""
+    no file or environment variable gave; the Secrets keep them commented out. Sorted
+    by provider: a re-import reads them from its record, and says it alike."""
     if not missing:
         return
-    names = "; ".join(f"{provider}: {', '.join(found)}" for provider, found in missing.items())
+    names = "; ".join(
+        f"{provider}: {', '.join(found)}" for provider, found in sorted(missing.items())
+    )
     click.echo(
         f"airgap: warning: required variables not set ({names}); the operator will not "
         f"install these providers until they are: pass --variables FILE or set them in the "

@@ -246,6 +246,11 @@ def test_import_takes_the_same_flag_and_reports_names_only(
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("\n") == 1 and "PROVIDER_CREDENTIALS" in result.stderr
+    again = run_airgap(
+        *capi_bundle.import_args(f"{registry.host}/capi"),
+        *("--output-dir", out, "--variables", variables, "-q"),
+    )
+    assert again.stderr == result.stderr  # the same warning, in the same order, from the record
     for name, secret in secrets_of(out).items():
         assert secret["stringData"]["LOG_LEVEL"] == "s3cr3t-log-level"
         secret_file = out / "operator/02-provider-configmaps/secrets" / name
