@@ -13,11 +13,13 @@ from __future__ import annotations
 import base64
 import json
 import re
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from airgap.bundle.format import ImageRecord
 from airgap.providers.components import find_images
@@ -188,3 +190,57 @@ def test_a_plain_http_target_works_as_written(node: Node, podman: Podman) -> Non
     podman.podman("pull", "-q", "--platform", _platform(pinned), pinned.reference)
     inspected = json.loads(podman.podman("image", "inspect", pinned.reference).stdout)[0]
     assert f"{parse_reference(pinned.reference).name}@{pinned.digest}" in inspected["RepoDigests"]
+
+
+def test_an_ipv6_target_works_as_written(
+    node: Node, podman: Podman, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A registry at ``[::1]:PORT``: ``image: [::1]:PORT/x`` unquoted is a YAML flow
+    sequence, so import wrote components that did not parse (and then blamed the
+    bundle for them). Every YAML output reads back, the rewritten references are the
+    target's, and containerd and podman pull through the node files as written."""
+    directory = tmp_path_factory.mktemp("ipv6")
+    target = RegistryServer(directory / "registry", "plain", address="::1")
+    try:
+        out = directory / "out"
+        args = ["--registry", f"{target.host}/mirror", "--output-dir", str(out), "-q"]
+        result = run_airgap("import", node.world.bundle, "--key", node.world.key.public, *args)
+        assert result.returncode == 0, result.stderr
+        assert target.host.startswith("[::1]:")
+        for path in out.rglob("*.yaml"):
+            list(yaml.safe_load_all(path.read_text()))  # raises on what does not parse
+        components = next((out / "components").rglob("*components.yaml"))
+        rewritten = find_images(components.read_text(), str(components))
+        assert rewritten and all(r.startswith(f"{target.host}/mirror/") for r in rewritten)
+        pinned = next(r for r in node.world.manifest.images if r.kept_whole)
+        containerd = Containerd()
+        try:
+            hosts_dir = out / "mirror" / "containerd" / "certs.d"
+            pull = ["images", "pull", "--hosts-dir", str(hosts_dir), "--snapshotter", "native"]
+            containerd.ctr(*pull, "--platform", _platform(pinned), pinned.reference)
+            containerd.ctr(*pull, "--platform", "linux/arm64", rewritten[0])
+            digests = containerd.image_digests()
+        finally:
+            containerd.stop()
+        assert digests[pinned.reference] == pinned.digest
+        assert digests[rewritten[0]] == rewritten[0].rsplit("@", 1)[1]
+        drop_in = tomllib.loads(
+            (out / "mirror/containers/registries.conf.d/50-airgap-capi.conf").read_text()
+        )
+        locations = {m["location"] for r in drop_in["registry"] for m in r.get("mirror", [])}
+        assert locations == {f"{target.host}/mirror"}
+        podman.install(out / "mirror" / "containers")
+        parsed = podman.podman(
+            "pull", "-q", "--platform", _platform(pinned), rewritten[0], check=False
+        )
+        if "invalid reference format" in parsed.stderr:
+            # containers/image before IPv6 references (podman 4.3, Debian 12): no IPv6
+            # mirror can work there, and the node README says so
+            assert "cannot parse such a reference" in (out / "mirror/README.md").read_text()
+            return
+        podman.podman("pull", "-q", "--platform", _platform(pinned), pinned.reference)
+        inspected = json.loads(podman.podman("image", "inspect", pinned.reference).stdout)[0]
+        name = parse_reference(pinned.reference).name
+        assert f"{name}@{pinned.digest}" in inspected["RepoDigests"]
+    finally:
+        target.stop()

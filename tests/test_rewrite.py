@@ -69,6 +69,28 @@ def test_rewrite_keeps_crlf_line_endings() -> None:
     assert text == "containers:\r\n- image: r/n:1\r\n  name: x\r\n"
 
 
+def test_an_ipv6_target_is_quoted_where_the_value_was_plain() -> None:
+    """``image: [::1]:5000/x`` is a YAML flow sequence, not a string: import into an
+    IPv6 registry wrote components that no longer parsed (and then blamed them)."""
+    source = (
+        "containers:\n"
+        "- image: registry.k8s.io/a:v1\n"
+        "  name: plain\n"
+        "- image: 'registry.k8s.io/a:v1'  # quoted already\n"
+        "- image: ${A_IMAGE:=registry.k8s.io/a:v1}\n"
+    )
+    target = "[::1]:5000/capi/a:v1@sha256:" + "a" * 64
+    text, changes = rewrite_images(source, _lookup({"registry.k8s.io/a:v1": target}))
+    assert len(changes) == 3
+    assert f'- image: "{target}"\n' in text
+    assert f"- image: '{target}'  # quoted already\n" in text
+    # quoted too: clusterctl substitutes the default into the text before parsing it
+    assert f'- image: "${{A_IMAGE:={target}}}"\n' in text
+    substituted = text.replace(f"${{A_IMAGE:={target}}}", target)
+    images = [c["image"] for c in yaml.safe_load(substituted)["containers"]]
+    assert images == [target, target, target]
+
+
 def test_mapping_drops_host_keeps_path_adds_prefix() -> None:
     target = Target.parse("registry.local:5000/capi")
     (mapping,) = map_images(["registry.k8s.io/cluster-api/cluster-api-controller:v1.9.4"], target)
@@ -100,6 +122,28 @@ def test_same_repository_twice_is_not_a_collision() -> None:
 def test_bad_target_is_a_usage_error(bad: str) -> None:
     with pytest.raises(InputError):
         Target.parse(bad)
+
+
+def test_node_configs_for_an_ipv6_target_are_the_same_tables_inline() -> None:
+    """containerd 1.6 and 1.7 refuse ``[host."http://[::1]:5000"]`` (a bracket in a
+    table header); the inline table reads back to the same configuration."""
+    target = Target.parse("[::1]:5000/capi")
+    access = nodeconfig.MirrorAccess(ca=True)
+    text = nodeconfig.containerd_hosts_toml("registry.k8s.io", target, False, access)
+    assert not any(line.startswith("[host.") for line in text.splitlines())
+    hosts = tomllib.loads(text)
+    assert hosts["host"] == {
+        "https://[::1]:5000/v2/capi": {
+            "capabilities": ["pull", "resolve"],
+            "override_path": True,
+            "ca": "ca.crt",
+        }
+    }
+    own = tomllib.loads(nodeconfig.containerd_target_hosts_toml(target, access))
+    assert own["server"] == "https://[::1]:5000" and own["ca"] == "ca.crt"
+    assert own["host"] == {
+        "https://[::1]:5000": {"capabilities": ["pull", "resolve"], "ca": "ca.crt"}
+    }
 
 
 def test_node_configs_parse_and_name_the_hosts() -> None:

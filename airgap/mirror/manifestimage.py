@@ -360,7 +360,7 @@ def component_list(published: Sequence[Published]) -> bytes:
         lines += [
             "- type: Image",
             "  image:",
-            f"    ref: {item.reference}",
+            f"    ref: {_scalar(item.reference)}",
             f"    profile: {PROFILE}",
         ]
     return ("\n".join(lines) + "\n").encode()

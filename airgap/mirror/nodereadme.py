@@ -69,6 +69,19 @@ sudo cp -r containers/. /etc/containers/
 
 CRI-O reads registries configuration at start (`systemctl restart crio`). Check on a node:
 `podman pull SOURCE-REFERENCE`.
+{_ipv6_note(target)}"""
+
+
+def _ipv6_note(target: str) -> str:
+    """Older containers/image cannot parse an IPv6 literal reference at all: measured
+    with Debian 12's podman 4.3.1 and skopeo 1.9.3 ("invalid reference format"), while
+    containerd 1.6 pulls through the same mirror."""
+    if not target.startswith("["):
+        return ""
+    return f"""
+`{target}` is an IPv6 literal. containers/image as shipped with podman 4.3 and skopeo 1.9
+(Debian 12) cannot parse such a reference ("invalid reference format"), so those nodes
+cannot use this mirror; give the registry a DNS name for them and import again with it.
 """
 
 

@@ -23,6 +23,9 @@ from airgap.reference import parse_reference
 # quantifier is possessive: what it gives back could never let the rest match.
 _IMAGE_LEAD = re.compile(r"""\s*+(?:-\s++)?["']?image["']?\s*+:\s*+""")
 _QUOTES = frozenset("\"'")
+# what a plain scalar cannot start with: the new value of an unquoted one is quoted
+# (an IPv6 registry, [::1]:5000/x, would otherwise start a flow sequence)
+_FLOW_INDICATORS = frozenset("[]{},#&*!|>'\"%@`")
 _VALUE_END = re.compile(r"""["'#]""")
 # A default stops at ``$`` and ``}``: each attempt scans up to the next ``${`` at most.
 _DEFAULT_VAR = re.compile(
@@ -87,6 +90,14 @@ def split_image_line(body: str) -> tuple[str, str, str, str] | None:
     return body[:start], quote, value, trail
 
 
+def _needs_quotes(value: str) -> bool:
+    """Whether an unquoted ``value`` would not read back as a string: ``[::1]:5000/x``
+    is a YAML flow sequence, also once clusterctl has put ``${VAR:=[::1]:5000/x}``'s
+    default in its place (it substitutes the text before parsing it)."""
+    substituted = _DEFAULT_VAR.sub(lambda m: m.group("default"), value)
+    return value[:1] in _FLOW_INDICATORS or substituted[:1] in _FLOW_INDICATORS
+
+
 def _is_trail(trail: str) -> bool:
     """Only spaces, then optionally a comment."""
     rest = trail.lstrip()
@@ -109,6 +120,8 @@ def rewrite_images(text: str, lookup: Lookup) -> tuple[str, list[tuple[str, str]
         if new is None or new == value:
             continue
         ending = line[len(body) :]
+        if not quote and _needs_quotes(new):
+            quote = '"'
         lines[number] = f"{lead}{quote}{new}{quote}{trail}{ending}"
         changes.append((value, new))
     return "".join(lines), changes

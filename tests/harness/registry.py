@@ -47,10 +47,11 @@ class RegistryStartError(RuntimeError):
     """The registry did not come up; message carries the tail of its log."""
 
 
-def free_port() -> int:
+def free_port(address: str = "127.0.0.1") -> int:
     """Pick a currently free loopback port (racy by nature; callers retry on bind failure)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
@@ -95,8 +96,10 @@ class RegistryServer:
         extra_config: dict[str, Any] | None = None,
         start: bool = True,
         client_cert: tuple[Path, Path] | None = None,
+        address: str = "127.0.0.1",  # "::1": an IPv6 registry, host "[::1]:PORT"
     ) -> None:
         self.mode = RegistryMode(mode)
+        self.address = address
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.storage_dir = directory / "storage"
@@ -141,6 +144,10 @@ class RegistryServer:
         if start:
             self.start()
 
+    @property
+    def _host_part(self) -> str:
+        return f"[{self.address}]" if ":" in self.address else self.address
+
     # -- config ---------------------------------------------------------------------------
 
     def _config(self, port: int) -> dict[str, Any]:
@@ -154,7 +161,7 @@ class RegistryServer:
                 "maintenance": {"uploadpurging": {"enabled": False}},
             },
             "http": {
-                "addr": f"127.0.0.1:{port}",
+                "addr": f"{self._host_part}:{port}",
                 # Without a fixed secret each process invents one and logs a warning.
                 "secret": secrets.token_hex(16),
                 # A per-instance marker lets the readiness probe tell *our* process from
@@ -192,10 +199,10 @@ class RegistryServer:
         """Start the registry on a fresh ephemeral port, retrying if the port got taken."""
         last_error: RegistryStartError | None = None
         for _ in range(_BIND_ATTEMPTS):
-            port = free_port()
+            port = free_port(self.address)
             self.config_file.write_text(yaml.safe_dump(self._config(port), sort_keys=False))
             self.port = port
-            self.host = f"127.0.0.1:{port}"
+            self.host = f"{self._host_part}:{port}"
             self.url = f"{self.scheme}://{self.host}"
             # Drop REGISTRY_* variables: distribution lets them override config.yml.
             env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
@@ -229,9 +236,9 @@ class RegistryServer:
             context = ssl.create_default_context(cafile=str(self.ca_file))
             if self.client_cert is not None:
                 context.load_cert_chain(*map(str, self.client_cert))
-            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=2, context=context)
+            conn = http.client.HTTPSConnection(self.address, self.port, timeout=2, context=context)
         else:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            conn = http.client.HTTPConnection(self.address, self.port, timeout=2)
         try:
             conn.request("GET", "/v2/")
             response = conn.getresponse()
