@@ -27,7 +27,7 @@ import oras.provider
 import pytest
 import yaml
 
-from airgap.content.chart import read_chart
+from airgap.content.chart import MAX_CALL_DEPTH, read_chart, values_images, values_overrides
 from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
 from airgap.content.helmoci import helm_config
@@ -36,7 +36,7 @@ from airgap.content.openpgp import read_keyring
 from airgap.content.provenance import PROVENANCE_NOTE, check_provenance
 from airgap.errors import AirgapError, DigestMismatchError, InputError, NotFoundError
 from airgap.oci import sha256_digest
-from airgap.reference import parse_reference
+from airgap.reference import Reference, parse_reference
 from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
@@ -359,6 +359,110 @@ spec:
     chart = read_chart(operator_like_chart(deployment), "cluster-api-operator.tgz")
     (warning,) = chart.warnings
     assert warning.startswith("templates/deployment.yaml:5: image from a template expression"), why
+
+
+# Calico's tigera-operator chart (charts/tigera-operator): the image string and its
+# tag (or version, and registry) are siblings, and the template builds the reference
+# in a named template in _helpers.tpl
+TIGERA_VALUES = """\
+tigeraOperator:
+  image: tigera/operator
+  version: v1.38.6
+  registry: quay.io
+calicoctl:
+  image: docker.io/calico/ctl
+  tag: v3.30.3
+plain:
+  image: nginx
+"""
+TIGERA_HELPERS = """\
+{{/* Generate the image name. */}}
+{{- define "tigera-operator.image" -}}
+{{- if .Values.tigeraOperator.registry -}}
+{{ .Values.tigeraOperator.registry }}/{{ .Values.tigeraOperator.image }}:{{ .Values.tigeraOperator.version }}
+{{- end -}}
+{{- end -}}
+{{- define "calicoctl.image" -}}{{ include "calicoctl.repo" . }}:{{ .Values.calicoctl.tag }}{{- end -}}
+{{- define "calicoctl.repo" -}}{{ .Values.calicoctl.image }}{{- end -}}
+"""
+TIGERA_DEPLOYMENT = """\
+spec:
+  containers:
+  - name: tigera-operator
+    image: {{ template "tigera-operator.image" . }}
+  - name: calicoctl
+    image: {{ include "calicoctl.image" . }}
+"""
+
+
+def tigera_chart(helpers: str = TIGERA_HELPERS) -> bytes:
+    return package(
+        "tigera-operator",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: tigera-operator\nversion: v3.30.3\n",
+            "values.yaml": TIGERA_VALUES,
+            "templates/_helpers.tpl": helpers,
+            "templates/tigera-operator/02-tigera-operator.yaml": TIGERA_DEPLOYMENT,
+        },
+    )
+
+
+def test_an_image_string_beside_its_tag_or_version_is_one_image() -> None:
+    """Read alone, ``image: tigera/operator`` named docker.io/tigera/operator:latest and
+    ``image: docker.io/calico/ctl`` calico/ctl:latest: images the chart never renders,
+    carried instead of the ones it does. A string without siblings stays as it was."""
+    chart = read_chart(tigera_chart(), "tigera-operator.tgz")
+    assert chart.image_references == [
+        "quay.io/tigera/operator:v1.38.6",
+        "docker.io/calico/ctl:v3.30.3",
+        "docker.io/library/nginx:latest",
+    ]
+    # the templates call named templates that read those values: nothing unresolved
+    assert chart.warnings == ()
+
+    def mirror(reference: str) -> tuple[Reference, str | None]:
+        source = parse_reference(reference)
+        return parse_reference(f"mirror.local:5000/capi/{source.repository}:{source.tag}"), None
+
+    overrides = values_overrides(chart, mirror)
+    assert overrides["tigeraOperator"] == {
+        "image": "capi/tigera/operator",
+        "registry": "mirror.local:5000",
+        "version": "v1.38.6",
+    }
+    assert overrides["calicoctl"] == {
+        "image": "mirror.local:5000/capi/calico/ctl",
+        "tag": "v3.30.3",
+    }
+    # what the written values name reads back as the mirror's images
+    assert values_images(overrides) == [
+        "mirror.local:5000/capi/tigera/operator:v1.38.6",
+        "mirror.local:5000/capi/calico/ctl:v3.30.3",
+        "mirror.local:5000/capi/library/nginx:latest",
+    ]
+
+
+def test_named_templates_are_followed_a_bounded_way() -> None:
+    """A template calling itself, or defines nested where Go allows none, end; a chain
+    longer than MAX_CALL_DEPTH is left unresolved, with its warning."""
+    tigera, calicoctl = TIGERA_HELPERS.split('{{- define "calicoctl.image"')
+    calicoctl = '{{- define "calicoctl.image"' + calicoctl
+    looping = '{{- define "tigera-operator.image" -}}{{ include "tigera-operator.image" . }}'
+    looping += "{{- end -}}\n"
+    nested = '{{- define "a" -}}{{- define "b" -}}x{{- end -}}{{- end -}}\n'
+    chain = "".join(
+        f'{{{{- define "c{i}" -}}}}{{{{ include "c{i + 1}" . }}}}{{{{- end -}}}}\n'
+        for i in range(MAX_CALL_DEPTH + 2)
+    )
+    chain += f'{{{{- define "c{MAX_CALL_DEPTH + 2}" -}}}}{{{{ .Values.calicoctl.image }}}}'
+    chain += '{{- end -}}\n{{- define "calicoctl.image" -}}{{ include "c0" . }}{{- end -}}\n'
+    for helpers, unresolved in (
+        (looping + nested + calicoctl, "tigera-operator.image"),
+        (tigera + chain, "calicoctl.image"),
+    ):
+        chart = read_chart(tigera_chart(helpers), "tigera-operator.tgz")
+        (warning,) = chart.warnings
+        assert unresolved in warning and "cannot resolve" in warning
 
 
 def test_global_registry_is_honoured() -> None:

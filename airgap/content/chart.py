@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airgap.bundle.tarread import TarFormatError, TarReader, TarTruncated
@@ -46,8 +46,11 @@ class ChartImage:
 
     path: tuple[str, ...]  # keys from the top of values.yaml to the image's mapping/value
     reference: str  # normalised
-    style: str  # "mapping" (repository/tag/...) or "string" (image: repo:tag)
+    # "mapping" (repository/tag/...), "string" (image: repo:tag), or "sibling" (image:
+    # repo next to tag: or version:, as Calico's tigera-operator chart writes it)
+    style: str
     has_registry: bool = False  # the mapping splits registry from repository
+    tag_key: str = "tag"  # a sibling image's tag key: tag or version
 
 
 @dataclass(frozen=True)
@@ -123,10 +126,7 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
     aliases.update(_aliases(metadata))
     for sub in subcharts:
         key = aliases.get(sub.name, sub.name)
-        images += [
-            ChartImage((key, *image.path), image.reference, image.style, image.has_registry)
-            for image in sub.images
-        ]
+        images += [replace(image, path=(key, *image.path)) for image in sub.images]
         literal += list(sub.literal_images)
         warnings += [f"subchart {sub.name}: {warning}" for warning in sub.warnings]
     return Chart(
@@ -219,16 +219,76 @@ def _lookup(values: Any, path: tuple[str, ...]) -> Any:
     return values
 
 
+_CALLED = re.compile(r"\b(?:template|include)\s++\"(?P<name>[^\"{}]{1,256})\"")
+_DEFINE_NAME = re.compile(r"\s*\"(?P<name>[^\"{}]{1,256})\"")
+MAX_CALL_DEPTH = 8  # named templates followed through include/template, then given up
+MAX_FOLLOWS = 100_000  # paths and calls looked at through named templates, per chart
+
+
+class _NamedTemplates:
+    """The chart's ``{{ define "NAME" }}`` bodies, and what values each reads.
+
+    Go templates allow ``define`` only at the top level, so bodies never overlap and
+    reading each once is linear in the chart; following them from image lines is
+    bounded per chart (MAX_FOLLOWS), past which an image is left unresolved."""
+
+    def __init__(self, templates: dict[str, str]) -> None:
+        self._bodies: dict[str, str] = {}
+        for text in templates.values():
+            depth, start, name = 0, 0, ""
+            for action in _BLOCK.finditer(text):
+                if action.group("word") == "end":
+                    depth = max(depth - 1, 0)
+                    if depth == 0 and name:
+                        self._bodies.setdefault(name, text[start : action.start()])
+                        name = ""
+                    continue
+                named = _DEFINE_NAME.match(action.group("argument"))
+                if depth == 0 and action.group("word") == "define" and named:
+                    start, name = action.end(), named.group("name")
+                depth += 1
+        self._read: dict[str, tuple[list[tuple[str, ...]], list[str]]] = {}
+        self._budget = MAX_FOLLOWS
+
+    def _reads(self, name: str) -> tuple[list[tuple[str, ...]], list[str]]:
+        if name not in self._read:
+            body = self._bodies[name]
+            self._read[name] = (
+                [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(body)],
+                [m.group("name") for m in _CALLED.finditer(body)],
+            )
+        return self._read[name]
+
+    def values_read(self, expression: str) -> list[tuple[str, ...]]:
+        """The ``.Values`` paths an expression reads, also through the named templates
+        it calls (``{{ template "x.image" . }}``, ``include``), MAX_CALL_DEPTH deep."""
+        paths = [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(expression)]
+        calls = [(m.group("name"), 1) for m in _CALLED.finditer(expression)]
+        seen: set[str] = set()
+        while calls and self._budget > 0:
+            name, depth = calls.pop()
+            if name in seen or name not in self._bodies or depth > MAX_CALL_DEPTH:
+                continue
+            seen.add(name)
+            read, called = self._reads(name)
+            self._budget -= 1 + len(read) + len(called)
+            paths += read
+            calls += [(inner, depth + 1) for inner in called]
+        return paths
+
+
 def _template_images(
     templates: dict[str, str], values: Any, images: list[ChartImage], warnings: list[str]
 ) -> list[str]:
     """Images templates write literally (``image: quay.io/x/y:v1``); an ``image:`` made
     by a template expression that reads none of the values images found (by a
-    ``.Values`` path, or through the dot of an enclosing ``with``) is a warning naming
+    ``.Values`` path, in a named template it calls, or through the dot of an enclosing
+    ``with``) is a warning naming
     the file and line: airgap cannot know what it renders to. Lines the default values
     do not render (inside a ``with`` over an empty value) are neither."""
     found: list[str] = []
     known = [image.path for image in images]
+    named = _NamedTemplates(templates)
     for path in sorted(templates):
         blocks = _Blocks(values)
         for number, line in enumerate(templates[path].splitlines(), start=1):
@@ -239,7 +299,7 @@ def _template_images(
                 continue
             value = match.group("value").strip("'\"")
             if "{{" in value:
-                used = [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(value)]
+                used = named.values_read(value)
                 if dot is not None and _RELATIVE_FIELD.search(_VALUES_PATH.sub("", value)):
                     used.append(dot)
                 if not any(_related(use, path_) for use in used for path_ in known):
@@ -445,14 +505,22 @@ def _yaml(files: dict[str, str], name: str, source: str) -> Any:
 def _images(
     values: Any, app_version: str | None, warnings: list[str], global_registry: str | None = None
 ) -> Iterator[ChartImage]:
+    read: set[tuple[str, ...]] = set()  # an image: string read with its siblings
     for path, node in _walk(values, ()):
         imagey = any("image" in key.lower() for key in path)
+        sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
             found = _mapping_image(node, app_version, global_registry)
             if found is None:
                 warnings.append(f"values {'.'.join(path)}: not a resolvable image")
                 continue
             yield ChartImage(path, found, "mapping", has_registry="registry" in node)
+        elif sibling is not None:
+            found, tag_key = sibling
+            read.add((*path, "image"))
+            yield ChartImage(path, found, "sibling", "registry" in node, tag_key)
+        elif path in read:
+            continue
         elif isinstance(node, str) and path and path[-1].lower().endswith("image") and node.strip():
             try:
                 yield ChartImage(path, str(parse_reference(node.strip())), "string")
@@ -476,6 +544,34 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
         for key, child in node.items():
             if isinstance(key, str):
                 yield from _walk(child, (*path, key))
+
+
+def _sibling_image(node: dict[str, Any], global_registry: str | None) -> tuple[str, str] | None:
+    """``{image: REPO, tag: T}`` or ``{image: REPO, version: T, registry: R}`` (Calico's
+    tigera-operator chart has both): the image and the key its tag is under, or None.
+
+    Read as a plain string, ``image: tigera/operator`` named docker.io/tigera/
+    operator:latest, which the chart never renders (it renders quay.io/tigera/
+    operator:v1.38.6); an image string with its own tag or digest is read as it is."""
+    image = node.get("image")
+    if not isinstance(image, str) or not image.strip():
+        return None
+    text = image.strip()
+    if "@" in text or ":" in text.rsplit("/", 1)[-1]:
+        return None
+    for tag_key in ("tag", "version"):
+        tag = node.get(tag_key)
+        if isinstance(tag, (str, int, float)) and not isinstance(tag, bool) and str(tag).strip():
+            break
+    else:
+        return None
+    registry = global_registry or node.get("registry")
+    if isinstance(registry, str) and registry.strip():
+        text = f"{registry.strip().rstrip('/')}/{text}"
+    try:
+        return str(parse_reference(f"{text}:{str(tag).strip()}")), tag_key
+    except InputError:
+        return None
 
 
 def _mapping_image(
@@ -526,6 +622,15 @@ def values_overrides(
             pinned = reference.with_digest(digest) if digest else reference
             _set(overrides, image.path, str(pinned))
             continue
+        if image.style == "sibling":  # no digest key: the mirror's tag is what it pulls
+            split = image.has_registry or chart.global_registry
+            sibling = {"image": reference.repository if split else reference.name}
+            if split:
+                sibling["registry"] = reference.registry
+            if reference.tag:
+                sibling[image.tag_key] = reference.tag
+            _set(overrides, image.path, sibling)
+            continue
         value: dict[str, Any] = {}
         if image.has_registry or chart.global_registry:
             value["registry"] = reference.registry
@@ -548,16 +653,3 @@ def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
         node.setdefault(path[-1], {}).update(value)
     else:
         node[path[-1]] = value
-
-
-def override_reference(value: dict[str, Any] | str) -> str:
-    """The image a values override composes to, as the common templates compose it
-    (``registry/repository@digest`` or ``registry/repository:tag``)."""
-    if isinstance(value, str):
-        return value
-    text = str(value["repository"])
-    if value.get("registry"):
-        text = f"{value['registry']}/{text}"
-    if value.get("digest"):
-        return f"{text}@{value['digest']}"
-    return f"{text}:{value['tag']}" if value.get("tag") else text
