@@ -737,8 +737,8 @@ def import_(
     """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
     from airgap.importing.importer import run_import
 
-    trusted = load_trusted_keys(keys, no_signature)
     options = _import_options(output_dir=output_dir, dry_run=dry_run, **target)
+    trusted = load_trusted_keys(keys, no_signature)
     with Progress.for_terminal(quiet or dry_run) as progress:
         result = run_import(bundle, trusted, options, progress)
     if dry_run:
@@ -820,7 +820,7 @@ def status(
     from airgap.importing.status import status_text
     from airgap.rewrite.mapping import Target
 
-    trusted = load_trusted_keys(keys, no_signature)
+    connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     options = ImportOptions(
         target=Target.parse(registry),
         keep_registry=keep_source_registry,
@@ -829,6 +829,7 @@ def status(
         concurrency=concurrency,
         **_connection(**connection),
     )
+    trusted = load_trusted_keys(keys, no_signature)
     result, listed = status_and_have(bundle, trusted, options, export_have, previous)
     if export_have is not None and listed is not None:
         click.echo(
@@ -867,6 +868,7 @@ def _import_options(
 
     if output_dir is not None:
         check_output_dir(output_dir)  # before anything is pushed
+    connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     file_values = load_variables(variables_file) if variables_file else {}
     return ImportOptions(
         target=Target.parse(registry),
@@ -882,6 +884,15 @@ def _import_options(
         output_location=output_location.absolute() if output_location else None,
         **_connection(**connection),
     )
+
+
+def _plain_http(registry: str, plain_http: bool) -> bool:
+    """``--registry http://HOST`` asks for plain HTTP, as the URL says (it used to be
+    dropped, and TLS tried); ``https://`` beside ``--plain-http`` contradicts itself."""
+    scheme = registry.strip().partition("://")[0].lower() if "://" in registry else ""
+    if scheme == "https" and plain_http:
+        raise click.UsageError("--registry says https:// and --plain-http says plain HTTP")
+    return plain_http or scheme == "http"
 
 
 class _Connection(TypedDict):
@@ -953,8 +964,9 @@ def configmaps(
 
     if output_dir is None:
         raise InputError("configmaps needs --output-dir")
+    options = _import_options(output_dir=output_dir, **target)
     trusted = load_trusted_keys(keys, no_signature)
-    outputs = run_configmaps(bundle, trusted, _import_options(output_dir=output_dir, **target))
+    outputs = run_configmaps(bundle, trusted, options)
     operator = sum(1 for name in outputs.files if name.startswith("operator/"))
     click.echo(f"wrote {operator} operator files and a clusterctl repository to {output_dir}")
     _warn_missing_variables(outputs.missing, output_dir)

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from airgap import http as airgap_http
+from airgap.cli import _plain_http as plain_http_for
 from airgap.cli import cli
 from airgap.errors import NetworkError, SpecError
 from airgap.providers.types import ProviderType
@@ -30,6 +31,7 @@ from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import AIRGAP, assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import TestImage
+from tests.harness.registry import RegistryFactory
 from tests.harness.releases import ReleaseServer, make_components, make_metadata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +50,25 @@ REPO = Path(__file__).resolve().parent.parent
         (["import", "b.tar", "--registry", "r", "--concurrency", "0"], "--concurrency"),
         (["configmaps", "b.tar", "--registry", "r", "--concurrency", "4"], "--concurrency"),
         (["verify"], "Missing argument 'BUNDLE'"),
+        (
+            [
+                "import",
+                "b.tar",
+                "--no-signature",
+                "--registry",
+                "https://r.example/x",
+                "--plain-http",
+            ],
+            "--registry says https:// and --plain-http says plain HTTP",
+        ),
+        (
+            ["import", "b.tar", "--no-signature", "--registry", "r.example:99999/x"],
+            "port must be 1 to 65535",
+        ),
+        (
+            ["status", "b.tar", "--no-signature", "--registry", "[::1]:0/x"],
+            "port must be 1 to 65535",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_with_exit_code_2(args: list[str], needle: str) -> None:
@@ -207,6 +228,23 @@ def test_a_dash_is_not_taken_as_a_file_to_write(
     named = run_airgap("keygen", "./-", cwd=work)  # a file called '-' is still possible
     assert named.returncode == 0, named.stderr
     assert sorted(p.name for p in work.iterdir()) == ["-", "-.pub"]
+
+
+def test_a_registry_given_as_an_http_url_is_reached_over_plain_http(
+    capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
+) -> None:
+    """``--registry http://HOST/x`` was stripped of its scheme and tried over TLS: on
+    loopback a probe then fell back to HTTP, anywhere else the import failed. The URL's
+    scheme is now what it says (the decision below; the import shows it end to end)."""
+    assert plain_http_for("http://r.example/x", False)
+    assert not plain_http_for("r.example/x", False) and plain_http_for("r.example/x", True)
+    assert not plain_http_for("HTTPS://r.example/x", False)
+    registry = registry_factory("plain")
+    args = capi_bundle.import_args(f"http://{registry.host}/capi")
+    result = run_airgap("--debug", *args, "-q")
+    assert result.returncode == 0, result.stderr
+    assert f"http://{registry.host}/v2/" in result.stderr
+    assert "https://" not in result.stderr
 
 
 def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: SigningKey) -> None:

@@ -37,6 +37,11 @@ class Target:
         host, _, prefix = text.partition("/")
         if not host:
             raise InputError(f"--registry {text!r}: expected HOST[:PORT][/PREFIX]")
+        port = host.rpartition("]")[2] if host.startswith("[") else host
+        if ":" in port:
+            digits = port.rpartition(":")[2]
+            if not (digits.isascii() and digits.isdigit() and 0 < int(digits[:6]) < 65536):
+                raise InputError(f"--registry {text!r}: the port must be 1 to 65535")
         probe = f"{host}/{prefix + '/' if prefix else ''}probe:v1"
         try:
             parse_reference(probe)
