@@ -72,7 +72,8 @@ def _rewrite_providers(
     for record in manifest.providers:
         text = utf8_text(bundle.read(record.components), record.components, InputError)
         new_text, _ = rewrite_images(text, lookup)
-        parsed = parse_components(new_text, record.components)
+        # verify parsed the bundle's text already: what fails here is the rewrite's
+        parsed = parse_components(new_text, f"{record.components} (rewritten)")
         leftover = [i for i in parsed.images if i not in targets]
         if leftover:
             raise AirgapError(
