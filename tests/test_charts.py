@@ -442,6 +442,50 @@ def test_an_image_string_beside_its_tag_or_version_is_one_image() -> None:
     ]
 
 
+def test_a_sibling_image_at_the_top_of_the_values_is_overridden_there() -> None:
+    """``image:`` beside ``tag:`` at the top of values.yaml (found by fuzzing: the
+    overrides' empty path was an IndexError)."""
+    chart = read_chart(
+        package(
+            "top",
+            {
+                "Chart.yaml": "apiVersion: v2\nname: top\nversion: 1.0.0\n",
+                "values.yaml": "image: team/app\ntag: v2\nreplicas: 1\n",
+            },
+        ),
+        "top.tgz",
+    )
+    assert chart.image_references == ["docker.io/team/app:v2"]
+    overrides = values_overrides(chart, lambda ref: (parse_reference(f"m.local/{ref[10:]}"), None))
+    assert overrides == {"image": "m.local/team/app", "tag": "v2"}
+
+
+def test_a_registry_key_that_holds_an_image_is_not_a_registry() -> None:
+    """Fuzzing found a sibling image whose ``registry`` was a mapping (holding another
+    image): taken as a split registry, its override overwrote that mapping with a
+    string, and the next override failed inside it with an AttributeError."""
+    values = "app:\n  image: team/app\n  tag: v1\n  registry:\n    image:\n      repository: r/x\n      tag: '2'\n"
+    chart = read_chart(
+        package(
+            "c", {"Chart.yaml": "apiVersion: v2\nname: c\nversion: 1.0.0\n", "values.yaml": values}
+        ),
+        "c.tgz",
+    )
+    assert chart.image_references == ["docker.io/team/app:v1", "docker.io/r/x:2"]
+
+    def mirror(ref: str) -> tuple[Reference, str | None]:
+        source = parse_reference(ref)
+        return parse_reference(f"m.local/{source.repository}:{source.tag}"), None
+
+    assert values_overrides(chart, mirror) == {
+        "app": {
+            "image": "m.local/team/app",
+            "tag": "v1",
+            "registry": {"image": {"repository": "m.local/r/x", "tag": "2"}},
+        }
+    }
+
+
 def test_named_templates_are_followed_a_bounded_way() -> None:
     """A template calling itself, or defines nested where Go allows none, end; a chain
     longer than MAX_CALL_DEPTH is left unresolved, with its warning."""

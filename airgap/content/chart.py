@@ -514,11 +514,12 @@ def _images(
             if found is None:
                 warnings.append(f"values {'.'.join(path)}: not a resolvable image")
                 continue
-            yield ChartImage(path, found, "mapping", has_registry="registry" in node)
+            has_registry = isinstance(node.get("registry"), str)
+            yield ChartImage(path, found, "mapping", has_registry=has_registry)
         elif sibling is not None:
             found, tag_key = sibling
             read.add((*path, "image"))
-            yield ChartImage(path, found, "sibling", "registry" in node, tag_key)
+            yield ChartImage(path, found, "sibling", isinstance(node.get("registry"), str), tag_key)
         elif path in read:
             continue
         elif isinstance(node, str) and path and path[-1].lower().endswith("image") and node.strip():
@@ -646,10 +647,20 @@ def values_overrides(
 
 
 def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Merge ``value`` in at ``path``; the empty path is the top of the values (a chart
+    whose values.yaml is ``image: REPO`` beside ``tag: T``)."""
+    if not path:
+        tree.update(value)
+        return
     node = tree
     for key in path[:-1]:
         node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise InputError(f"values {'.'.join(path)}: inside another image's value")
     if isinstance(value, dict):
-        node.setdefault(path[-1], {}).update(value)
+        into = node.setdefault(path[-1], {})
+        if not isinstance(into, dict):
+            raise InputError(f"values {'.'.join(path)}: inside another image's value")
+        into.update(value)
     else:
         node[path[-1]] = value
