@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 import yaml
 
+from airgap.bundle.format import ProviderRecord
 from airgap.bundle.reader import read_head
 from airgap.collect.spec import parse_spec
 from airgap.errors import AirgapError, InputError, SpecError
+from airgap.mirror.manifestimage import Published, component_list
 from airgap.providers.imagefs import ImageFiles, LayerError
 from airgap.providers.imagesource import (
     contract_from_manifests,
@@ -540,3 +542,25 @@ def test_every_provider_gets_a_manifests_image_in_install_order(
     assert {"bootstrap-kubeadm", "control-plane-kubeadm"} <= set(labels)
     for ref in refs:
         assert skopeo.digest_of(skopeo.raw_manifest(ref, registry=target)) == ref.split("@")[1]
+
+
+def test_the_component_list_says_why_a_reference_would_be_refused() -> None:
+    """OpenShift's ImageDigestFormat wants a dotted host or IPv4 and at most one path
+    element before the name: the note names which of the two a reference breaks (for
+    an IPv6 target, dropping the prefix would not help)."""
+    record = ProviderRecord(
+        "aws", "InfrastructureProvider", "v1.0.0", "v1beta1", "infrastructure-aws", "s", "m", "c"
+    )
+    digest = "sha256:" + "a" * 64
+
+    def note(reference: str) -> str:
+        listed = component_list([Published(record, "r", "v1.0.0", reference, 1)]).decode()
+        return "\n".join(line for line in listed.splitlines() if "would refuse" in line)
+
+    assert note(f"reg.local:5000/capi-manifests/aws@{digest}") == ""
+    assert "without a --registry prefix" in note(f"reg.local:5000/p/capi-manifests/aws@{digest}")
+    assert "DNS name with a dot" in note(f"[::1]:5000/capi-manifests/aws@{digest}")
+    listed = yaml.safe_load(
+        component_list([Published(record, "r", "v1.0.0", f"[::1]:5000/x@{digest}", 1)])
+    )
+    assert listed["components"][0]["image"]["ref"] == f"[::1]:5000/x@{digest}"  # quoted

@@ -50,11 +50,12 @@ MAX_COMPONENTS = 32  # a ClusterAPI revision's components (MaxItems)
 # PUBLISH_BYTES of components (the image's tar and layer built from them) in memory
 PUBLISH_CONCURRENCY = 8
 PUBLISH_BYTES = 32 * 1024 * 1024
-# ImageDigestFormat's two CEL rules, as one expression
+# ImageDigestFormat's two CEL rules, as one expression, and its host part alone
+_HOST_PATTERN = r"(?:[a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(?::[0-9]{2,5})?"
 _REF_RE = re.compile(
-    r"(?:[a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(?::[0-9]{2,5})?/(?:[a-zA-Z0-9-_]{0,61}/)?"
-    r"[a-zA-Z0-9-_.]*?@sha256:[a-f0-9]{64}"
+    _HOST_PATTERN + r"/(?:[a-zA-Z0-9-_]{0,61}/)?[a-zA-Z0-9-_.]*?@sha256:[a-f0-9]{64}"
 )
+_HOST_RE = re.compile(_HOST_PATTERN)
 # what each manifests image's version tag names in the target: (repository, tag) -> digest
 TagAnswers = dict[tuple[str, str], str | None]
 MTIME = 0  # every entry's time: the same components give the same bytes, any day
@@ -349,9 +350,15 @@ def component_list(published: Sequence[Published]) -> bytes:
     ]
     refused = [item.reference for item in ordered if not ref_accepted(item.reference)]
     if refused:
+        host = refused[0].split("/", 1)[0]
+        why = (
+            "import without a --registry prefix"
+            if _HOST_RE.fullmatch(host)
+            else "its host must be a DNS name with a dot, or an IPv4 address"
+        )
         lines += [
             "# NOTE: the ClusterAPI API accepts host[:port]/[namespace/]name@sha256:... only:",
-            f"# it would refuse {refused[0]} (import without a --registry prefix).",
+            f"# it would refuse {refused[0]} ({why}).",
         ]
     if len(ordered) > MAX_COMPONENTS:
         lines.append(f"# NOTE: a revision holds at most {MAX_COMPONENTS} components.")
