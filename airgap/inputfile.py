@@ -41,26 +41,36 @@ def check_regular(path: Path, what: str) -> None:
     os.close(fd)
 
 
+def open_small(path: Path, limit: int, what: str) -> tuple[int, int]:
+    """``open_regular``, refusing a file of more than ``limit`` bytes (the descriptor is
+    closed then): for readers that stream the file rather than read it whole."""
+    fd, size = open_regular(path, what)
+    if size > limit:
+        os.close(fd)
+        raise _too_large(path, limit, what)
+    return fd, size
+
+
 def check_small(path: Path, limit: int, what: str) -> None:
     """Fail as ``read_small`` would for a file another reader opens by its path (a CA
     bundle or key handed to OpenSSL): a FIFO would block it for ever, a device or a
     huge file would be read without end."""
-    fd, size = open_regular(path, what)
+    fd, _ = open_small(path, limit, what)
     os.close(fd)
-    if size > limit:
-        raise InputError(f"{what} {path} is larger than the {describe_size(limit)} limit")
 
 
 def read_small(path: Path, limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes."""
-    fd, size = open_regular(path, what)
+    fd, _ = open_small(path, limit, what)
     with os.fdopen(fd, "rb") as handle:
-        if size > limit:
-            raise InputError(f"{what} {path} is larger than the {describe_size(limit)} limit")
         data = handle.read(limit + 1)
     if len(data) > limit:  # it grew while we looked
-        raise InputError(f"{what} {path} is larger than the {describe_size(limit)} limit")
+        raise _too_large(path, limit, what)
     return data
+
+
+def _too_large(path: Path, limit: int, what: str) -> InputError:
+    return InputError(f"{what} {path} is larger than the {describe_size(limit)} limit")
 
 
 def _kind(mode: int) -> str:

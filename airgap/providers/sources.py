@@ -35,8 +35,8 @@ from airgap.http import (
     stream_get,
     with_retries,
 )
-from airgap.inputfile import open_regular
-from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES, describe_size
+from airgap.inputfile import open_small
+from airgap.limits import MAX_API_JSON_BYTES, MAX_RELEASE_FILE_BYTES
 from airgap.names import file_name_problem, shown, version_problem
 from airgap.providers.semver import highest
 
@@ -525,11 +525,8 @@ class LocalRepositorySource(_Located):
             )
         # a regular file of at most the release-file bound, as a download is: a FIFO
         # blocked collect for ever, and /dev/zero or a huge file would fill the disk
-        fd, size = open_regular(source, "release file")
+        fd, size = open_small(source, MAX_RELEASE_FILE_BYTES, "release file")
         with os.fdopen(fd, "rb") as reader:
-            if size > MAX_RELEASE_FILE_BYTES:
-                limit = describe_size(MAX_RELEASE_FILE_BYTES)
-                raise InputError(f"release file {source} is larger than the {limit} limit")
             write_atomically(dest, _copy_from(reader, size))
 
 
