@@ -889,7 +889,9 @@ def _import_options(
 def _plain_http(registry: str, plain_http: bool) -> bool:
     """``--registry http://HOST`` asks for plain HTTP, as the URL says (it used to be
     dropped, and TLS tried); ``https://`` beside ``--plain-http`` contradicts itself."""
-    scheme = registry.strip().partition("://")[0].lower() if "://" in registry else ""
+    from airgap.rewrite.mapping import split_scheme
+
+    scheme, _ = split_scheme(registry)
     if scheme == "https" and plain_http:
         raise click.UsageError("--registry says https:// and --plain-http says plain HTTP")
     return plain_http or scheme == "http"

@@ -28,7 +28,7 @@ class Target:
 
     @classmethod
     def parse(cls, text: str) -> Target:
-        text = text.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
+        text = split_scheme(text)[1].rstrip("/")
         if has_userinfo(text):  # never repeated: it holds a password
             raise InputError(
                 f"--registry {without_userinfo(text)!r}: credentials do not belong in the "
@@ -51,6 +51,16 @@ class Target:
 
     def __str__(self) -> str:
         return f"{self.host}/{self.prefix}" if self.prefix else self.host
+
+
+def split_scheme(registry: str) -> tuple[str, str]:
+    """``--registry`` as ``(scheme, HOST[:PORT][/PREFIX])``: ``https`` or ``http`` when it
+    is written as a URL, else ``""``."""
+    text = registry.strip()
+    scheme = (
+        "https" if text.startswith("https://") else "http" if text.startswith("http://") else ""
+    )
+    return scheme, text.removeprefix("https://").removeprefix("http://")
 
 
 def host_path_element(host: str) -> str:
