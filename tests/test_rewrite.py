@@ -124,6 +124,23 @@ def test_bad_target_is_a_usage_error(bad: str) -> None:
         Target.parse(bad)
 
 
+@pytest.mark.parametrize(
+    ("registry", "message"),
+    [
+        ("reg.local:0065536/x", "the port must be 1 to 65535"),  # leading zeros counted
+        ("reg.local:99999/x", "the port must be 1 to 65535"),
+        ("reg.local:" + "9" * 5000 + "/x", "the port must be 1 to 65535"),
+        ("HTTPS://reg.local/x", "is not a valid registry/prefix"),  # not "the port"
+        ("reg.local:/x", "is not a valid registry/prefix"),
+    ],
+)
+def test_a_target_port_is_checked_as_the_number_it_is(registry: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as caught:
+        Target.parse(registry)
+    assert len(str(caught.value)) < 200  # the value is quoted briefly
+    assert Target.parse("reg.local:000080/x").host == "reg.local:000080"
+
+
 def test_node_configs_for_an_ipv6_target_name_it_as_their_server() -> None:
     """containerd 1.6 and 1.7 refuse ``[host."http://[::1]:5000"]`` (a bracket in a
     table header), and containerd 2 skips the same table written inline (it orders

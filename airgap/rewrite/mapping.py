@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from airgap.errors import InputError
+from airgap.names import shown
 from airgap.redact import has_userinfo, without_userinfo
 from airgap.reference import Reference, parse_reference
 
@@ -31,22 +32,28 @@ class Target:
         text = split_scheme(text)[1].rstrip("/")
         if has_userinfo(text):  # never repeated: it holds a password
             raise InputError(
-                f"--registry {without_userinfo(text)!r}: credentials do not belong in the "
+                f"--registry {shown(without_userinfo(text))}: credentials do not belong in the "
                 "registry name; use --username with --password-stdin, or a credentials file"
             )
         host, _, prefix = text.partition("/")
         if not host:
-            raise InputError(f"--registry {text!r}: expected HOST[:PORT][/PREFIX]")
+            raise InputError(f"--registry {shown(text)}: expected HOST[:PORT][/PREFIX]")
         port = host.rpartition("]")[2] if host.startswith("[") else host
         if ":" in port:
-            digits = port.rpartition(":")[2]
-            if not (digits.isascii() and digits.isdigit() and 0 < int(digits[:6]) < 65536):
-                raise InputError(f"--registry {text!r}: the port must be 1 to 65535")
+            digits = port.rpartition(":")[2]  # empty ("HTTPS://…"): the probe below says
+            number = digits.lstrip("0")  # what the port is, and int()-safe once short
+            if digits and not (
+                digits.isascii()
+                and digits.isdigit()
+                and 0 < len(number) <= 5
+                and int(number) < 65536
+            ):
+                raise InputError(f"--registry {shown(text)}: the port must be 1 to 65535")
         probe = f"{host}/{prefix + '/' if prefix else ''}probe:v1"
         try:
             parse_reference(probe)
         except InputError as exc:
-            raise InputError(f"--registry {text!r} is not a valid registry/prefix") from exc
+            raise InputError(f"--registry {shown(text)} is not a valid registry/prefix") from exc
         return cls(host=host, prefix=prefix)
 
     def __str__(self) -> str:
