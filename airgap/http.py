@@ -164,7 +164,8 @@ def build_client(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
     proxies.check_environment()
-    check_tls_environment()
+    if not isinstance(verify, ssl.SSLContext):  # ssl_context checked the one it made
+        check_tls_environment()  # a default context made later reads SSL_CERT_*
     transport, mounts = None, proxies.LOOPBACK  # loopback: never through HTTPS_PROXY
     if fast:
         transport = fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)
