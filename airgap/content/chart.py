@@ -201,7 +201,7 @@ class _Blocks:
             elif word == "with":
                 within = _WITH_VALUES.match(action.group("argument"))
                 if within:
-                    path = tuple(within.group(1)[1:].split("."))
+                    path = _values_path(within.group(1))
                     self._open.append((path, rendered and bool(_lookup(self._values, path))))
                 else:
                     self._open.append((_UNKNOWN_DOT, rendered))
@@ -209,6 +209,16 @@ class _Blocks:
                 self._open.append((_UNKNOWN_DOT, rendered))
             else:  # if: the dot stays what it was
                 self._open.append((dot, rendered))
+
+
+def _values_path(dotted: str) -> tuple[str, ...]:
+    """``.image.manager`` (what follows ``.Values``) as keys: ``("image", "manager")``."""
+    return tuple(dotted[1:].split("."))
+
+
+def _values_paths(text: str) -> list[tuple[str, ...]]:
+    """Every ``.Values.…`` path ``text`` reads, as keys."""
+    return [_values_path(m.group(1)) for m in _VALUES_PATH.finditer(text)]
 
 
 def _lookup(values: Any, path: tuple[str, ...]) -> Any:
@@ -254,7 +264,7 @@ class _NamedTemplates:
         if name not in self._read:
             body = self._bodies[name]
             self._read[name] = (
-                [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(body)],
+                _values_paths(body),
                 [m.group("name") for m in _CALLED.finditer(body)],
             )
         return self._read[name]
@@ -262,7 +272,7 @@ class _NamedTemplates:
     def values_read(self, expression: str) -> list[tuple[str, ...]]:
         """The ``.Values`` paths an expression reads, also through the named templates
         it calls (``{{ template "x.image" . }}``, ``include``), MAX_CALL_DEPTH deep."""
-        paths = [tuple(m.group(1)[1:].split(".")) for m in _VALUES_PATH.finditer(expression)]
+        paths = _values_paths(expression)
         calls = [(m.group("name"), 1) for m in _CALLED.finditer(expression)]
         seen: set[str] = set()
         while calls and self._budget > 0:
@@ -283,9 +293,9 @@ def _template_images(
     """Images templates write literally (``image: quay.io/x/y:v1``); an ``image:`` made
     by a template expression that reads none of the values images found (by a
     ``.Values`` path, in a named template it calls, or through the dot of an enclosing
-    ``with``) is a warning naming
-    the file and line: airgap cannot know what it renders to. Lines the default values
-    do not render (inside a ``with`` over an empty value) are neither."""
+    ``with``) is a warning naming the file and line: airgap cannot know what it renders
+    to. Lines the default values do not render (inside a ``with`` over an empty value)
+    are neither."""
     found: list[str] = []
     known = [image.path for image in images]
     named = _NamedTemplates(templates)
