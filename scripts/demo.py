@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -37,8 +38,9 @@ from tests.harness.management import (  # noqa: E402
     publish_operator,
 )
 from tests.harness.pki import make_pki  # noqa: E402
+from tests.harness.realistic import REALISTIC_PROVIDERS, realistic_components  # noqa: E402
 from tests.harness.registry import RegistryMode, RegistryServer  # noqa: E402
-from tests.harness.releases import ReleaseServer, make_components, make_metadata  # noqa: E402
+from tests.harness.releases import ReleaseServer, make_metadata  # noqa: E402
 
 EXAMPLE = ROOT / "bundles" / "capi-management.yaml"
 DEMO_PASSWORD = "demo-pass"  # noqa: S105 - a throwaway loopback registry
@@ -108,24 +110,23 @@ def publish_releases(server: ReleaseServer, spec: dict[str, object]) -> dict[str
     capi, cert_manager, operator = versions(spec)
     by_role = {role: ref for ref, (_, role) in upstream_images(*versions(spec)).items()}
     minor = int(capi.split(".")[1])
-    files = {
-        "metadata.yaml": make_metadata([(1, minor - 1, "v1beta1"), (1, minor, "v1beta2")]),
-        "core-components.yaml": make_components(
-            ProviderType.CORE, "capi-system", [by_role["core"]]
-        ),
-        "bootstrap-components.yaml": make_components(
-            ProviderType.BOOTSTRAP, "capi-kubeadm-bootstrap-system", [by_role["bootstrap"]]
-        ),
-        "control-plane-components.yaml": make_components(
-            ProviderType.CONTROL_PLANE,
-            "capi-kubeadm-control-plane-system",
-            [by_role["control-plane"]],
-        ),
-        "infrastructure-components-development.yaml": make_components(
-            ProviderType.INFRASTRUCTURE, "capd-system", [by_role["docker"]]
-        ),
+    image_of = {
+        ProviderType.CORE: by_role["core"],
+        ProviderType.BOOTSTRAP: by_role["bootstrap"],
+        ProviderType.CONTROL_PLANE: by_role["control-plane"],
+        ProviderType.INFRASTRUCTURE: by_role["docker"],
     }
-    encoded = {k: v.encode() for k, v in files.items()}
+    # the four providers of the Cluster API release at their real sizes (core ~1.2 MB of
+    # CRDs with OpenAPI schemas, webhooks, RBAC, clusterctl variables with defaults),
+    # so the demo carries what a real release carries
+    encoded = {
+        "metadata.yaml": make_metadata([(1, minor - 1, "v1beta1"), (1, minor, "v1beta2")]).encode()
+    }
+    for provider in REALISTIC_PROVIDERS:
+        if provider.repository == "kubernetes-sigs/cluster-api":
+            shaped = replace(provider, version=capi)
+            text = realistic_components(shaped, [image_of[provider.type]])
+            encoded[provider.components_file] = text.encode()
     # the default flavor and a ClusterClass (the addon flavor of the tests is left out)
     templates = cluster_templates(by_role["core"], by_role["docker"])
     encoded |= {name: data for name, data in templates.items() if "addon" not in name}
