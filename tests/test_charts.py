@@ -486,6 +486,118 @@ def test_a_registry_key_that_holds_an_image_is_not_a_registry() -> None:
     }
 
 
+# cert-manager's chart from v1.20 (deploy/charts/cert-manager): an image gives its
+# ``name`` and an empty ``repository``; the chart's top-level imageRegistry and
+# imageNamespace complete it in the ``cert-manager.image`` named template
+CERT_MANAGER_VALUES = """\
+imageRegistry: quay.io
+imageNamespace: jetstack
+image:
+  # registry: ""
+  name: cert-manager-controller
+  repository: ""
+  pullPolicy: IfNotPresent
+webhook:
+  image:
+    name: cert-manager-webhook
+    repository: ""
+acmesolver:
+  image:
+    name: cert-manager-acmesolver
+    repository: ""
+pinned:
+  image:
+    name: ignored-when-a-repository-is-given
+    repository: registry.example/team/pinned
+    tag: v2
+"""
+CERT_MANAGER_HELPERS = """\
+{{- define "cert-manager.image" -}}
+{{- $image := index . 0 -}}
+{{- $imageRegistry := index . 1 | default "" -}}
+{{- $imageNamespace := index . 2 | default "" -}}
+{{- $defaultReference := index . 3 -}}
+{{- $repository := "" -}}
+{{- if $image.repository -}}
+    {{- $repository = $image.repository -}}
+{{- else -}}
+    {{- $repository = $image.name -}}
+    {{- if $imageNamespace -}}{{- $repository = printf "%s/%s" $imageNamespace $repository -}}{{- end -}}
+    {{- if $imageRegistry -}}{{- $repository = printf "%s/%s" $imageRegistry $repository -}}{{- end -}}
+{{- end -}}
+{{- $repository -}}
+{{- if $image.digest -}}{{- printf "@%s" $image.digest -}}{{- else -}}{{- printf "%s" $defaultReference -}}{{- end -}}
+{{- end }}
+"""
+CERT_MANAGER_DEPLOYMENT = """\
+      containers:
+        - name: cert-manager-controller
+          image: "{{ template "cert-manager.image" (tuple .Values.image .Values.imageRegistry .Values.imageNamespace (printf ":%s" .Chart.AppVersion)) }}"
+          args:
+          - --acme-http01-solver-image={{ template "cert-manager.image" (tuple .Values.acmesolver.image .Values.imageRegistry .Values.imageNamespace (printf ":%s" .Chart.AppVersion)) }}
+        - name: webhook
+          image: "{{ template "cert-manager.image" (tuple .Values.webhook.image .Values.imageRegistry .Values.imageNamespace (printf ":%s" .Chart.AppVersion)) }}"
+"""
+
+
+def cert_manager_chart(values: str = CERT_MANAGER_VALUES) -> bytes:
+    return package(
+        "cert-manager",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: cert-manager\nversion: v1.21.1\n"
+            "appVersion: v1.21.1\n",
+            "values.yaml": values,
+            "templates/_helpers.tpl": CERT_MANAGER_HELPERS,
+            "templates/deployment.yaml": CERT_MANAGER_DEPLOYMENT,
+        },
+    )
+
+
+def test_an_image_named_beside_the_charts_registry_and_namespace_is_resolved() -> None:
+    """cert-manager's chart from v1.20 named no image at all: every image mapping has
+    an empty ``repository`` (a warning each, and one per template line using it), so
+    a bundle carrying the chart carried none of its images."""
+    chart = read_chart(cert_manager_chart(), "cert-manager-v1.21.1.tgz")
+    assert chart.image_references == [
+        "quay.io/jetstack/cert-manager-controller:v1.21.1",
+        "quay.io/jetstack/cert-manager-webhook:v1.21.1",
+        "quay.io/jetstack/cert-manager-acmesolver:v1.21.1",
+        "registry.example/team/pinned:v2",  # a repository, when given, wins
+    ]
+    assert chart.warnings == ()
+
+    def mirror(reference: str) -> tuple[Reference, str | None]:
+        source = parse_reference(reference)
+        return parse_reference(f"mirror.local:5000/capi/{source.repository}:{source.tag}"), None
+
+    # the repository wins over name, imageNamespace and imageRegistry in the template
+    overrides = values_overrides(chart, mirror)
+    assert overrides["image"] == {
+        "repository": "mirror.local:5000/capi/jetstack/cert-manager-controller",
+        "tag": "v1.21.1",
+    }
+    assert values_images(overrides) == [
+        "mirror.local:5000/capi/jetstack/cert-manager-controller:v1.21.1",
+        "mirror.local:5000/capi/jetstack/cert-manager-webhook:v1.21.1",
+        "mirror.local:5000/capi/jetstack/cert-manager-acmesolver:v1.21.1",
+        "mirror.local:5000/capi/team/pinned:v2",
+    ]
+
+
+def test_an_image_name_without_the_charts_registry_or_namespace_stays_a_warning() -> None:
+    """Only charts that set imageRegistry or imageNamespace compose a name with them;
+    elsewhere a ``name`` beside an empty ``repository`` is not taken for an image."""
+    values = CERT_MANAGER_VALUES.replace("imageRegistry: quay.io\n", "")
+    values = values.replace("imageNamespace: jetstack\n", "")
+    chart = read_chart(cert_manager_chart(values), "cert-manager.tgz")
+    assert chart.image_references == ["registry.example/team/pinned:v2"]
+    assert "values image: not a resolvable image" in chart.warnings
+    # an empty namespace and no registry: Docker Hub's, as the template renders it
+    values = CERT_MANAGER_VALUES.replace("imageRegistry: quay.io\n", "imageRegistry: ''\n")
+    chart = read_chart(cert_manager_chart(values), "cert-manager.tgz")
+    assert chart.image_references[0] == "docker.io/jetstack/cert-manager-controller:v1.21.1"
+
+
 def test_named_templates_are_followed_a_bounded_way() -> None:
     """A template calling itself, or defines nested where Go allows none, end; a chain
     longer than MAX_CALL_DEPTH is left unresolved, with its warning."""

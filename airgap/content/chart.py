@@ -516,11 +516,12 @@ def _images(
     values: Any, app_version: str | None, warnings: list[str], global_registry: str | None = None
 ) -> Iterator[ChartImage]:
     read: set[tuple[str, ...]] = set()  # an image: string read with its siblings
+    naming = _chart_naming(values)
     for path, node in _walk(values, ()):
         imagey = any("image" in key.lower() for key in path)
         sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
-            found = _mapping_image(node, app_version, global_registry)
+            found = _mapping_image(node, app_version, global_registry, naming)
             if found is None:
                 warnings.append(f"values {'.'.join(path)}: not a resolvable image")
                 continue
@@ -585,10 +586,30 @@ def _sibling_image(node: dict[str, Any], global_registry: str | None) -> tuple[s
         return None
 
 
+def _chart_naming(values: Any) -> tuple[str, ...] | None:
+    """The top-level ``imageRegistry`` and ``imageNamespace`` (those set, in that order)
+    that a chart composes an image's repository from when the image gives only its
+    ``name``, as cert-manager's chart does from v1.20; None when it sets neither."""
+    if not isinstance(values, dict) or not ({"imageRegistry", "imageNamespace"} & values.keys()):
+        return None
+    parts = (values.get("imageRegistry"), values.get("imageNamespace"))
+    return tuple(p.strip(" /") for p in parts if isinstance(p, str) and p.strip(" /"))
+
+
 def _mapping_image(
-    node: dict[str, Any], app_version: str | None, global_registry: str | None = None
+    node: dict[str, Any],
+    app_version: str | None,
+    global_registry: str | None = None,
+    naming: tuple[str, ...] | None = None,
 ) -> str | None:
+    """``repository`` (and ``registry``, ``tag``, ``digest``) of an image mapping as a
+    reference. An empty ``repository`` beside a ``name``, in a chart that sets
+    ``imageRegistry`` or ``imageNamespace``, is ``REGISTRY/NAMESPACE/NAME`` (cert-manager's
+    ``cert-manager.image``: a repository, when given, wins)."""
     repository = str(node["repository"]).strip()
+    name = node.get("name")
+    if not repository and naming is not None and isinstance(name, str) and name.strip():
+        repository = "/".join((*naming, name.strip()))
     registry = global_registry or node.get("registry")
     if isinstance(registry, str) and registry.strip():
         repository = f"{registry.strip().rstrip('/')}/{repository}"
