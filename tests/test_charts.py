@@ -598,6 +598,183 @@ def test_an_image_name_without_the_charts_registry_or_namespace_stays_a_warning(
     assert chart.image_references[0] == "docker.io/jetstack/cert-manager-controller:v1.21.1"
 
 
+# ingress-nginx's chart (charts/ingress-nginx): images name no registry; every template
+# merges global.image into its image, and pins tag@digest. Its extraModules template
+# is included once per entry of a list the chart leaves empty.
+INGRESS_NGINX_VALUES = """\
+global:
+  image:
+    registry: registry.k8s.io
+controller:
+  image:
+    chroot: false
+    image: ingress-nginx/controller
+    tag: "v1.15.1"
+    digest: sha256:594ceea76b01c592858f803f9ff4d2cb40542cae2060410b2c95f75907d659e1
+  extraModules: []
+"""
+INGRESS_NGINX_HELPERS = """\
+{{- define "ingress-nginx.image" -}}
+{{- if .chroot -}}
+{{- printf "%s-chroot" .image -}}
+{{- else -}}
+{{- printf "%s" .image -}}
+{{- end }}
+{{- end -}}
+
+{{- define "extraModules" -}}
+- name: {{ .name }}
+  {{- with .image }}
+  image: {{ if .repository }}{{ .repository }}{{ else }}{{ .registry }}/{{ .image }}{{ end }}:{{ .tag }}
+  {{- end }}
+{{- end -}}
+"""
+INGRESS_NGINX_DEPLOYMENT = """\
+      containers:
+        - name: controller
+          {{- with (merge .Values.controller.image .Values.global.image) }}
+          image: {{ if .repository }}{{ .repository }}{{ else }}{{ .registry }}/{{ include "ingress-nginx.image" . }}{{ end }}:{{ .tag }}{{ if .digest }}@{{ .digest }}{{ end }}
+          {{- end }}
+      {{- if .Values.controller.extraModules }}
+      initContainers:
+        {{- range .Values.controller.extraModules }}
+          {{- include "extraModules" (dict "name" .name "image" (merge .image $.Values.global.image)) | nindent 8 }}
+        {{- end }}
+      {{- end }}
+"""
+
+
+def test_an_image_merged_with_global_values_is_read_as_the_chart_renders_it() -> None:
+    """ingress-nginx's images were read as docker.io/ingress-nginx/controller:v1.15.1,
+    which the chart never renders (registry.k8s.io/…:v1.15.1@sha256:…), and each of its
+    image lines was an "unresolved" warning: the ``with (merge …)`` dot was not followed,
+    and the template of an empty list's entries was taken for a rendered one."""
+    chart = read_chart(
+        package(
+            "ingress-nginx",
+            {
+                "Chart.yaml": "apiVersion: v2\nname: ingress-nginx\nversion: 4.15.1\n",
+                "values.yaml": INGRESS_NGINX_VALUES,
+                "templates/_helpers.tpl": INGRESS_NGINX_HELPERS,
+                "templates/controller-deployment.yaml": INGRESS_NGINX_DEPLOYMENT,
+            },
+        ),
+        "ingress-nginx.tgz",
+    )
+    assert chart.image_references == [
+        "registry.k8s.io/ingress-nginx/controller:v1.15.1"
+        "@sha256:594ceea76b01c592858f803f9ff4d2cb40542cae2060410b2c95f75907d659e1"
+    ]
+    assert chart.warnings == ()
+
+    def mirror(reference: str) -> tuple[Reference, str | None]:
+        source = parse_reference(reference)
+        return parse_reference(
+            f"mirror.local:5000/capi/{source.repository}:{source.tag}"
+        ), "sha256:" + "e" * 64
+
+    # the template always writes REGISTRY/IMAGE: the registry is overridden beside it
+    assert values_overrides(chart, mirror)["controller"]["image"] == {
+        "image": "capi/ingress-nginx/controller",
+        "registry": "mirror.local:5000",
+        "tag": "v1.15.1",
+        "digest": "sha256:" + "e" * 64,
+    }
+
+
+def test_a_call_after_a_define_on_its_line_is_that_templates_call() -> None:
+    """``{{ define "a" }}{{ include "b" . }}`` calls b from a, not from the file: b's
+    image line is rendered only if a is (here a is included for each of an empty list)."""
+    helpers = (
+        '{{- define "a" -}}{{ include "b" . }}{{- end -}}\n'
+        '{{- define "b" -}}\nimage: {{ .registry }}/{{ .image }}\n{{- end -}}\n'
+    )
+    template = '{{- range .Values.modules }}\n{{ include "a" . }}\n{{- end }}\n'
+    files: dict[str, str | bytes] = {
+        "Chart.yaml": "apiVersion: v2\nname: m\nversion: 1.0.0\n",
+        "values.yaml": "modules: []\n",
+        "templates/_helpers.tpl": helpers,
+        "templates/d.yaml": template,
+    }
+    assert read_chart(package("m", files), "m.tgz").warnings == ()
+    files["values.yaml"] = "modules: [{image: x}]\n"  # now rendered, and unresolved
+    (warning,) = read_chart(package("m", files), "m.tgz").warnings
+    assert warning.startswith("templates/_helpers.tpl:3: image from a template expression")
+
+
+def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
+    return package(
+        "metrics-server",
+        {
+            "Chart.yaml": f"apiVersion: v2\nname: metrics-server\nversion: 3.13.1\nappVersion: {app_version}\n",
+            "values.yaml": "image:\n  repository: registry.k8s.io/metrics-server/metrics-server\n"
+            "  tag: ''\nsidecar:\n  image:\n    repository: registry.k8s.io/x/sidecar\n",
+            "templates/deployment.yaml": template,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        # metrics-server's chart
+        '{{ printf "%s:%s" .Values.image.repository (default (printf "v%s" .Chart.AppVersion) .Values.image.tag) }}',
+        # the AWS EBS CSI driver's
+        '{{ printf "%s:%s" .Values.image.repository (default (printf "v%s" .Chart.AppVersion) (.Values.image.tag | toString)) }}',
+        # the piped form
+        '{{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" $.Chart.AppVersion) }}',
+    ],
+)
+def test_a_tag_that_defaults_to_a_prefixed_app_version_is_read_so(expression: str) -> None:
+    """appVersion 0.8.1 rendered as tag v0.8.1 was carried as :0.8.1, an image the
+    chart never names (and the registry may not have)."""
+    chart = read_chart(
+        tag_chart(f"image: {expression}\nsidecar: {{{{ .Values.sidecar.image.repository }}}}\n"),
+        "m.tgz",
+    )
+    assert chart.image_references == [
+        "registry.k8s.io/metrics-server/metrics-server:v0.8.1",
+        "registry.k8s.io/x/sidecar:0.8.1",  # another image keeps the plain appVersion
+    ]
+    # templates that disagree on the format leave the plain appVersion
+    other = expression.replace('"v%s"', '"%s-r1"')
+    chart = read_chart(tag_chart(f"image: {expression}\nalso: {other}\n"), "m.tgz")
+    assert chart.image_references[0] == "registry.k8s.io/metrics-server/metrics-server:0.8.1"
+
+
+def test_the_else_of_an_empty_with_is_rendered_and_its_dot_is_the_outer_one() -> None:
+    """An ``else`` branch was taken for part of the block before it: the images in
+    the ``else`` of a ``with`` over an empty value were neither carried nor warned
+    about, and the dot there was taken for the empty value."""
+    template = (
+        "{{- with .Values.custom }}\n"
+        "image: {{ .repository }}\n"
+        "{{- else }}\n"
+        "image: docker.io/team/default:v1\n"
+        "image: {{ .Values.unknown }}\n"
+        "{{- end }}\n"
+        "{{- range .Values.extra }}\n"
+        "image: docker.io/team/extra:v1\n"
+        "{{- else }}\n"
+        "image: docker.io/team/noextra:v1\n"
+        "{{- end }}\n"
+    )
+    chart = read_chart(
+        package(
+            "e",
+            {
+                "Chart.yaml": "apiVersion: v2\nname: e\nversion: 1.0.0\n",
+                "values.yaml": "custom: {}\nextra: []\n",
+                "templates/d.yaml": template,
+            },
+        ),
+        "e.tgz",
+    )
+    assert chart.literal_images == ("docker.io/team/default:v1", "docker.io/team/noextra:v1")
+    (warning,) = chart.warnings
+    assert warning.startswith("templates/d.yaml:5: image from a template expression")
+
+
 def test_named_templates_are_followed_a_bounded_way() -> None:
     """A template calling itself, or defines nested where Go allows none, end; a chain
     longer than MAX_CALL_DEPTH is left unresolved, with its warning."""

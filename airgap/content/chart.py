@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,7 +47,8 @@ class ChartImage:
     path: tuple[str, ...]  # keys from the top of values.yaml to the image's mapping/value
     reference: str  # normalised
     # "mapping" (repository/tag/...), "string" (image: repo:tag), or "sibling" (image:
-    # repo next to tag: or version:, as Calico's tigera-operator chart writes it)
+    # repo next to tag: or version:, as Calico's tigera-operator and ingress-nginx's
+    # charts write it, with registry: and digest: too)
     style: str
     has_registry: bool = False  # the mapping splits registry from repository
     tag_key: str = "tag"  # a sibling image's tag key: tag or version
@@ -111,12 +112,13 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
     warnings: list[str] = []
     app = str(app_version) if app_version is not None else None
     global_registry = _global_registry(values)
-    images = list(_images(values, app, warnings, global_registry))
     templates = {
         path: text
         for path, text in files.items()
         if path.startswith("templates/") and path.endswith(_TEMPLATE_SUFFIXES)
     }
+    hints = _ValuesHints.read(templates)
+    images = list(_images(values, app, warnings, global_registry, hints))
     literal = _template_images(templates, values, images, warnings)
     literal += _annotation_images(metadata, source, warnings)
     subcharts = _subcharts(files, packages, source, depth)
@@ -156,59 +158,198 @@ def _global_registry(values: Any) -> str | None:
 
 _IMAGE_LINE = re.compile(r"^\s*(?:-\s+)?image:\s*(?P<value>\S.*?)\s*$")
 _VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z0-9_]+)+)")
-# a block action: what opens one (with its argument) or ``end``, which closes one
-_BLOCK = re.compile(r"\{\{-?\s*(?P<word>if|with|range|define|block|end)\b(?P<argument>[^{}]*+)\}\}")
+# a block action: what opens one (with its argument), ``else`` or ``end``
+_BLOCK = re.compile(
+    r"\{\{-?\s*(?P<word>if|with|range|define|block|else|end)\b(?P<argument>[^{}]*+)\}\}"
+)
 _WITH_VALUES = re.compile(r"\s*\$?\.Values((?:\.[A-Za-z0-9_]+)+)\s*-?\s*$")
+# Sprig's ``merge DST SRC…`` over values paths only: SRC fills what DST leaves unset
+_MERGE_ARGUMENTS = r"((?:\s++\$?\.Values(?:\.[A-Za-z0-9_]+)++){2,})"
+_MERGE = re.compile(r"\bmerge" + _MERGE_ARGUMENTS)
+_WITH_MERGE = re.compile(r"\s*\(\s*merge" + _MERGE_ARGUMENTS + r"\s*\)\s*-?\s*$")
 _RELATIVE_FIELD = re.compile(r"(?<![\w$).\]])\.[A-Za-z_]\w*")
 _UNKNOWN_DOT: tuple[str, ...] = ()  # a block that makes the dot something not in values
 
 
+@dataclass(frozen=True)
+class _Block:
+    """One open block: what holds inside it, and what held around it (for ``else``)."""
+
+    dot: tuple[str, ...]  # the values path the dot stands for, _UNKNOWN_DOT if none
+    rendered: bool  # whether the default values render it
+    define: str | None  # the named template it is in
+    outer: tuple[tuple[str, ...], bool]  # the dot and rendering around the block
+    taken: bool | None  # whether its condition holds with the default values, if known
+
+
 class _Blocks:
-    """The template blocks open at a line, enough to know what ``.`` is there and
-    whether the default values render the line at all.
+    """The template blocks open at a line, enough to know what ``.`` is there, whether
+    the default values render the line at all, and which named template it is in.
 
     Why: charts often write an image inside ``{{- with .Values.image.manager }}`` as
     ``{{ .repository }}:{{ .tag }}`` (the Cluster API operator's chart does), reading
-    values through the dot rather than by a ``.Values`` path; and a ``with`` over a
-    value the chart leaves empty renders nothing, as Go templates define it."""
+    values through the dot rather than by a ``.Values`` path; and a ``with`` or
+    ``range`` over a value the chart leaves empty renders nothing but its ``else``, as
+    Go templates define it."""
 
     def __init__(self, values: Any) -> None:
         self._values = values
-        # per open block, what holds inside it (each entry is derived from the one
-        # below, so a question is answered from the top alone, however deep): the
-        # values path the dot stands for (_UNKNOWN_DOT when it is something else), and
-        # whether the default values render it
-        self._open: list[tuple[tuple[str, ...], bool]] = []
+        # each entry is derived from the one below, so a question is answered from the
+        # top alone, however deep
+        self._open: list[_Block] = []
 
-    def _top(self) -> tuple[tuple[str, ...], bool]:
-        return self._open[-1] if self._open else (_UNKNOWN_DOT, True)
+    def _top(self) -> tuple[tuple[str, ...], bool, str | None]:
+        if not self._open:
+            return _UNKNOWN_DOT, True, None
+        top = self._open[-1]
+        return top.dot, top.rendered, top.define
 
     def dot(self) -> tuple[str, ...] | None:
         """The values path ``.`` stands for, or None when it is not one."""
         return self._top()[0] or None
 
     def rendered(self) -> bool:
-        """False inside a ``with`` over a value the chart leaves empty."""
+        """False inside a ``with`` or ``range`` over a value the chart leaves empty (or
+        in the ``else`` of one over a value it sets)."""
         return self._top()[1]
 
-    def follow(self, line: str) -> None:
+    def define(self) -> str | None:
+        """The named template the line is in, if any."""
+        return self._top()[2]
+
+    def follow(self, line: str) -> list[tuple[str, bool, str | None]]:
+        """Open and close the blocks of ``line``; the named templates it calls, each
+        with whether it is rendered there and the named template it is in (a call
+        after ``{{ define "x" }}`` on the same line is x's)."""
+        calls: list[tuple[str, bool, str | None]] = []
+        position = 0
         for action in _BLOCK.finditer(line):
-            word = action.group("word")
-            dot, rendered = self._top()
+            word, argument = action.group("word"), action.group("argument")
+            dot, rendered, define = self._top()
+            for call in _CALLED.finditer(line, position, action.end()):
+                calls.append((call.group("name"), rendered, define))
+            position = action.end()
             if word == "end":
                 if self._open:
                     self._open.pop()
+            elif word == "else":
+                self._else()
             elif word == "with":
-                within = _WITH_VALUES.match(action.group("argument"))
-                if within:
-                    path = _values_path(within.group(1))
-                    self._open.append((path, rendered and bool(_lookup(self._values, path))))
+                paths = _with_paths(argument)
+                if paths:  # the dot is the first (the rest only fill in what it lacks)
+                    given = any(_lookup(self._values, path) for path in paths)
+                    self._push(paths[0], rendered and given, define, given)
                 else:
-                    self._open.append((_UNKNOWN_DOT, rendered))
-            elif word in ("range", "define", "block"):
-                self._open.append((_UNKNOWN_DOT, rendered))
-            else:  # if: the dot stays what it was
-                self._open.append((dot, rendered))
+                    self._push(_UNKNOWN_DOT, rendered, define, None)
+            elif word == "range":
+                over = _WITH_VALUES.match(argument)
+                some = bool(_lookup(self._values, _values_path(over.group(1)))) if over else None
+                self._push(_UNKNOWN_DOT, rendered and some is not False, define, some)
+            elif word in ("define", "block"):
+                named = _DEFINE_NAME.match(argument)
+                inner = define or (named.group("name") if named and word == "define" else None)
+                self._push(_UNKNOWN_DOT, rendered, inner, None)
+            else:  # if: the dot stays what it was; its condition is not evaluated
+                self._push(dot, rendered, define, None)
+        _dot, rendered, define = self._top()
+        calls += [
+            (call.group("name"), rendered, define) for call in _CALLED.finditer(line, position)
+        ]
+        return calls
+
+    def _push(
+        self, dot: tuple[str, ...], rendered: bool, define: str | None, taken: bool | None
+    ) -> None:
+        outer = self._top()
+        self._open.append(_Block(dot, rendered, define, (outer[0], outer[1]), taken))
+
+    def _else(self) -> None:
+        """``else`` (or ``else if …``): the outer dot again, rendered unless the
+        condition before it is known to hold; what follows an ``else if`` is unknown."""
+        if not self._open:
+            return
+        block = self._open[-1]
+        dot, rendered = block.outer
+        taken = None if block.taken is False else block.taken
+        self._open[-1] = replace(
+            block, dot=dot, rendered=rendered and block.taken is not True, taken=taken
+        )
+
+
+def _with_paths(argument: str) -> list[tuple[str, ...]]:
+    """The values paths a ``with`` is over: ``.Values.a.b``, or ``(merge .Values.a
+    .Values.g)`` as ingress-nginx writes its images; empty for anything else."""
+    single = _WITH_VALUES.match(argument)
+    if single:
+        return [_values_path(single.group(1))]
+    merged = _WITH_MERGE.match(argument)
+    return _values_paths(merged.group(1)) if merged else []
+
+
+# ``default (printf "v%s" .Chart.AppVersion) .Values.image.tag`` and its piped form
+# ``.Values.image.tag | default (printf "v%s" .Chart.AppVersion)``: found by the printf
+# (rare), then the tag's path looked for in a bounded window beside it, which keeps the
+# search linear in any text (a pattern starting at every ``.Values`` would not be)
+_APP_VERSION = re.compile(
+    r"\(\s*printf\s+\"(?P<format>[^\"%]{0,32}%s[^\"%]{0,32})\"\s+\$?\.Chart\.AppVersion\s*\)"
+)
+_TAG_WINDOW = 256  # characters looked at on either side of the printf
+_TAG_AFTER = re.compile(r"\s+\(?\s*\$?\.Values((?:\.[A-Za-z0-9_]+){1,16}?)\.tag\b")
+_TAG_BEFORE = re.compile(r"\$?\.Values((?:\.[A-Za-z0-9_]+){1,16}?)\.tag\s*\|\s*default\s+\Z")
+_DEFAULT_BEFORE = re.compile(r"\bdefault\s+\Z")
+_TAG_FORMAT = re.compile(r":?(?P<prefix>[\w.-]*)%s(?P<suffix>[\w.-]*)")
+
+
+@dataclass(frozen=True)
+class _ValuesHints:
+    """What the templates say about how values images render, beyond the values.
+
+    ``merged``: for a values path a template merges others into (``merge .Values.A
+    .Values.G``), those others: Helm renders A with what G sets and A leaves unset, as
+    ingress-nginx gives every image ``global.image.registry``. ``tag_formats``: for an
+    image whose tag defaults to appVersion through ``printf "v%s"`` (metrics-server's and
+    the AWS EBS CSI driver's charts: appVersion 0.8.1 renders tag v0.8.1), the text
+    around it."""
+
+    merged: dict[tuple[str, ...], list[tuple[str, ...]]]
+    tag_formats: dict[tuple[str, ...], tuple[str, str]]
+
+    @classmethod
+    def read(cls, templates: dict[str, str]) -> _ValuesHints:
+        merged: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        formats: dict[tuple[str, ...], set[tuple[str, str]]] = {}
+        for text in templates.values():
+            for merge in _MERGE.finditer(text):
+                target, *defaults = _values_paths(merge.group(1))
+                known = merged.setdefault(target, [])
+                known += [path for path in defaults if path not in known and path != target]
+            for printf in _APP_VERSION.finditer(text):
+                form = _TAG_FORMAT.fullmatch(printf.group("format"))
+                path = _defaulted_tag(text, printf.start(), printf.end())
+                if form and path:  # ":%s" (cert-manager's default reference) is plain
+                    formats.setdefault(path, set()).add((form["prefix"], form["suffix"]))
+        # an image whose templates disagree keeps the plain appVersion
+        tags = {path: next(iter(found)) for path, found in formats.items() if len(found) == 1}
+        return cls(merged, tags)
+
+    def default_tag(self, path: tuple[str, ...], app_version: str | None) -> str:
+        if not app_version:
+            return ""
+        prefix, suffix = self.tag_formats.get(path, ("", ""))
+        return f"{prefix}{app_version}{suffix}"
+
+
+def _defaulted_tag(text: str, start: int, end: int) -> tuple[str, ...] | None:
+    """The image path whose ``tag`` the printf at ``text[start:end]`` is the default of."""
+    before = text[max(0, start - _TAG_WINDOW) : start]
+    piped = _TAG_BEFORE.search(before)
+    if piped:
+        return _values_path(piped.group(1))
+    if _DEFAULT_BEFORE.search(before):
+        given = _TAG_AFTER.match(text, end, end + _TAG_WINDOW)
+        if given:
+            return _values_path(given.group(1))
+    return None
 
 
 def _values_path(dotted: str) -> tuple[str, ...]:
@@ -247,6 +388,8 @@ class _NamedTemplates:
         for text in templates.values():
             depth, start, name = 0, 0, ""
             for action in _BLOCK.finditer(text):
+                if action.group("word") == "else":  # within the block it continues
+                    continue
                 if action.group("word") == "end":
                     depth = max(depth - 1, 0)
                     if depth == 0 and name:
@@ -294,18 +437,18 @@ def _template_images(
     by a template expression that reads none of the values images found (by a
     ``.Values`` path, in a named template it calls, or through the dot of an enclosing
     ``with``) is a warning naming the file and line: airgap cannot know what it renders
-    to. Lines the default values do not render (inside a ``with`` over an empty value)
-    are neither."""
+    to. Lines the default values do not render are neither: inside a ``with`` or
+    ``range`` over an empty value, or in a named template that is called only from
+    such lines (one never called here may be called by a chart that uses this one)."""
     found: list[str] = []
     known = [image.path for image in images]
     named = _NamedTemplates(templates)
-    for path in sorted(templates):
-        blocks = _Blocks(values)
-        for number, line in enumerate(templates[path].splitlines(), start=1):
+    lines = {path: list(_followed(templates[path], values)) for path in sorted(templates)}
+    unrendered = _unrendered_defines(lines.values())
+    for path, followed in lines.items():
+        for number, line, dot, rendered, define, _calls in followed:
             match = _IMAGE_LINE.match(line)
-            dot, rendered = blocks.dot(), blocks.rendered()
-            blocks.follow(line)
-            if not match or not rendered:
+            if not match or not rendered or define in unrendered:
                 continue
             value = match.group("value").strip("'\"")
             if "{{" in value:
@@ -325,6 +468,43 @@ def _template_images(
             except InputError:
                 warnings.append(f"{path}:{number}: {value[:80]!r} is not an image")
     return found
+
+
+_Call = tuple[str, bool, "str | None"]  # a named template called, rendered there, called in
+_Followed = tuple[int, str, "tuple[str, ...] | None", bool, "str | None", list[_Call]]
+
+
+def _followed(text: str, values: Any) -> Iterator[_Followed]:
+    """Each line of a template with the blocks open at its start (the dot, whether it
+    is rendered, the named template it is in) and the named templates it calls."""
+    blocks = _Blocks(values)
+    for number, line in enumerate(text.splitlines(), start=1):
+        dot, rendered, define = blocks.dot(), blocks.rendered(), blocks.define()
+        yield number, line, dot, rendered, define, blocks.follow(line)
+
+
+def _unrendered_defines(templates: Iterable[list[_Followed]]) -> set[str]:
+    """Named templates that are called, but only from lines the default values do not
+    render (ingress-nginx's ``extraModules``, included for each of an empty list), or
+    from named templates that are themselves only so called."""
+    called: set[str] = set()
+    roots: set[str] = set()
+    calls: dict[str, set[str]] = {}
+    for followed in templates:
+        for *_line, line_calls in followed:
+            for name, rendered, define in line_calls:
+                called.add(name)
+                if define is not None:
+                    calls.setdefault(define, set()).add(name)
+                elif rendered:
+                    roots.add(name)
+    reached, pending = set(roots), list(roots)
+    while pending:
+        for name in calls.get(pending.pop(), ()):
+            if name not in reached:
+                reached.add(name)
+                pending.append(name)
+    return called - reached
 
 
 def _related(used: tuple[str, ...], image_path: tuple[str, ...]) -> bool:
@@ -513,15 +693,22 @@ def _yaml(files: dict[str, str], name: str, source: str) -> Any:
 
 
 def _images(
-    values: Any, app_version: str | None, warnings: list[str], global_registry: str | None = None
+    values: Any,
+    app_version: str | None,
+    warnings: list[str],
+    global_registry: str | None = None,
+    hints: _ValuesHints | None = None,
 ) -> Iterator[ChartImage]:
     read: set[tuple[str, ...]] = set()  # an image: string read with its siblings
     naming = _chart_naming(values)
     for path, node in _walk(values, ()):
+        if hints and path in hints.merged and isinstance(node, dict):
+            node = _filled(node, [_lookup(values, default) for default in hints.merged[path]])
         imagey = any("image" in key.lower() for key in path)
         sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
-            found = _mapping_image(node, app_version, global_registry, naming)
+            tag = hints.default_tag(path, app_version) if hints else app_version or ""
+            found = _mapping_image(node, tag, global_registry, naming)
             if found is None:
                 warnings.append(f"values {'.'.join(path)}: not a resolvable image")
                 continue
@@ -545,6 +732,18 @@ def values_images(values: Any) -> list[str]:
     airgap wrote), read the way chart discovery reads them; a mapping without a tag
     and no appVersion to default to names no image."""
     return list(dict.fromkeys(image.reference for image in _images(values, None, [])))
+
+
+def _filled(node: dict[str, Any], defaults: list[Any]) -> dict[str, Any]:
+    """``node`` with the keys it leaves unset (absent or null) taken from ``defaults``,
+    the first that sets each: Sprig's ``merge``, one level deep (image keys)."""
+    filled = dict(node)
+    for default in defaults:
+        if isinstance(default, dict):
+            for key, value in default.items():
+                if filled.get(key) is None:
+                    filled[key] = value
+    return filled
 
 
 def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -580,8 +779,12 @@ def _sibling_image(node: dict[str, Any], global_registry: str | None) -> tuple[s
     registry = global_registry or node.get("registry")
     if isinstance(registry, str) and registry.strip():
         text = f"{registry.strip().rstrip('/')}/{text}"
+    text += f":{str(tag).strip()}"
+    digest = node.get("digest")
+    if isinstance(digest, str) and digest.strip():  # ingress-nginx renders tag@digest
+        text += f"@{digest.strip()}"
     try:
-        return str(parse_reference(f"{text}:{str(tag).strip()}")), tag_key
+        return str(parse_reference(text)), tag_key
     except InputError:
         return None
 
@@ -598,7 +801,7 @@ def _chart_naming(values: Any) -> tuple[str, ...] | None:
 
 def _mapping_image(
     node: dict[str, Any],
-    app_version: str | None,
+    default_tag: str,
     global_registry: str | None = None,
     naming: tuple[str, ...] | None = None,
 ) -> str | None:
@@ -615,7 +818,7 @@ def _mapping_image(
         repository = f"{registry.strip().rstrip('/')}/{repository}"
     tag = node.get("tag")
     tag_text = str(tag).strip() if tag is not None and not isinstance(tag, bool) else ""
-    tag_text = tag_text or (app_version or "")
+    tag_text = tag_text or default_tag
     digest = node.get("digest")
     text = repository
     if tag_text:
@@ -639,9 +842,10 @@ def values_overrides(
     """A values file that points every image of ``chart`` at the mirror.
 
     ``target(reference)`` gives the target reference of a bundle image and the digest
-    to pin it by (None: do not pin). A mapping gets ``repository`` and ``tag`` (and
-    ``registry`` when the chart splits it out, ``digest`` when a template honours
-    one); a string value gets the whole reference."""
+    to pin it by (None: do not pin). A mapping gets ``repository`` and ``tag``, a
+    sibling image ``image`` and its tag key (both with ``registry`` when the chart
+    splits it out, also through a ``merge`` with global values, and ``digest`` when a
+    template honours one); a string value gets the whole reference."""
     overrides: dict[str, Any] = {}
     for image in chart.images:
         found = target(image.reference)
@@ -654,13 +858,15 @@ def values_overrides(
             pinned = reference.with_digest(digest) if digest else reference
             _set(overrides, image.path, str(pinned))
             continue
-        if image.style == "sibling":  # no digest key: the mirror's tag is what it pulls
+        if image.style == "sibling":
             split = image.has_registry or chart.global_registry
             sibling = {"image": reference.repository if split else reference.name}
             if split:
                 sibling["registry"] = reference.registry
             if reference.tag:
                 sibling[image.tag_key] = reference.tag
+            if digest and chart.honours_digest:
+                sibling["digest"] = digest
             _set(overrides, image.path, sibling)
             continue
         value: dict[str, Any] = {}
