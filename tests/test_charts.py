@@ -702,6 +702,38 @@ def test_a_call_after_a_define_on_its_line_is_that_templates_call() -> None:
     assert warning.startswith("templates/_helpers.tpl:3: image from a template expression")
 
 
+def test_a_values_string_a_template_writes_as_the_image_is_one_whatever_its_key() -> None:
+    """cloud-provider-azure writes ``image: {{ .Values.cloudNodeManager.
+    healthProbeProxyImageWindows }}``: a key not ending in "image", so the image was
+    neither carried nor pointed at the mirror, and the line was an "unresolved" warning."""
+    values = (
+        "cloudNodeManager:\n"
+        '  healthProbeProxyImageWindows: "mcr.microsoft.com/oss/v2/kubernetes/azure-health-probe-proxy:v1.34.3"\n'
+        "  note: not-an-image-line\n"
+    )
+    template = (
+        "image: {{ .Values.cloudNodeManager.healthProbeProxyImageWindows }}\n"
+        'image: "{{ .Values.cloudNodeManager.healthProbeProxyImageWindows | quote }}"\n'
+        "name: {{ .Values.cloudNodeManager.note }}\n"
+    )
+    files: dict[str, str | bytes] = {
+        "Chart.yaml": "apiVersion: v2\nname: azure\nversion: 1.36.0\n",
+        "values.yaml": values,
+        "templates/d.yaml": template,
+    }
+    chart = read_chart(package("azure", files), "azure.tgz")
+    assert chart.image_references == [
+        "mcr.microsoft.com/oss/v2/kubernetes/azure-health-probe-proxy:v1.34.3"
+    ]
+    assert chart.warnings == ()
+    overrides = values_overrides(chart, lambda ref: (parse_reference(f"m.local/{ref}"), None))
+    assert overrides == {
+        "cloudNodeManager": {
+            "healthProbeProxyImageWindows": "m.local/mcr.microsoft.com/oss/v2/kubernetes/azure-health-probe-proxy:v1.34.3"
+        }
+    }
+
+
 def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
     return package(
         "metrics-server",

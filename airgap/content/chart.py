@@ -119,7 +119,8 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
     }
     hints = _ValuesHints.read(templates)
     images = list(_images(values, app, warnings, global_registry, hints))
-    literal = _template_images(templates, values, images, warnings)
+    literal, direct = _template_images(templates, values, images, warnings)
+    images += direct
     literal += _annotation_images(metadata, source, warnings)
     subcharts = _subcharts(files, packages, source, depth)
     vendored = {sub.name for sub in subcharts}
@@ -432,8 +433,10 @@ class _NamedTemplates:
 
 def _template_images(
     templates: dict[str, str], values: Any, images: list[ChartImage], warnings: list[str]
-) -> list[str]:
-    """Images templates write literally (``image: quay.io/x/y:v1``); an ``image:`` made
+) -> tuple[list[str], list[ChartImage]]:
+    """Images templates write literally (``image: quay.io/x/y:v1``), and the values
+    strings they write as a whole image (``image: {{ .Values.proxyImageWindows }}``,
+    whatever the key: cloud-provider-azure's chart has one) among ``images``; an ``image:`` made
     by a template expression that reads none of the values images found (by a
     ``.Values`` path, in a named template it calls, or through the dot of an enclosing
     ``with``) is a warning naming the file and line: airgap cannot know what it renders
@@ -441,6 +444,7 @@ def _template_images(
     ``range`` over an empty value, or in a named template that is called only from
     such lines (one never called here may be called by a chart that uses this one)."""
     found: list[str] = []
+    direct: list[ChartImage] = []
     known = [image.path for image in images]
     named = _NamedTemplates(templates)
     lines = {path: list(_followed(templates[path], values)) for path in sorted(templates)}
@@ -451,6 +455,10 @@ def _template_images(
             if not match or not rendered or define in unrendered:
                 continue
             value = match.group("value").strip("'\"")
+            whole = _direct_image(value, values)
+            if whole is not None and whole.path not in known:
+                direct.append(whole)
+                known.append(whole.path)
             if "{{" in value:
                 used = named.values_read(value)
                 if dot is not None and _RELATIVE_FIELD.search(_VALUES_PATH.sub("", value)):
@@ -467,7 +475,25 @@ def _template_images(
                 found.append(str(parse_reference(value)))
             except InputError:
                 warnings.append(f"{path}:{number}: {value[:80]!r} is not an image")
-    return found
+    return found, direct
+
+
+_WHOLE_VALUE = re.compile(r"\{\{-?\s*\$?\.Values((?:\.[A-Za-z0-9_]+)++)\s*(?:\|\s*quote\s*)?-?\}\}")
+
+
+def _direct_image(value: str, values: Any) -> ChartImage | None:
+    """The values string an ``image:`` line is made of alone, when it is an image."""
+    whole = _WHOLE_VALUE.fullmatch(value)
+    if whole is None:
+        return None
+    path = _values_path(whole.group(1))
+    text = _lookup(values, path)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return ChartImage(path, str(parse_reference(text.strip())), "string")
+    except InputError:
+        return None
 
 
 _Call = tuple[str, bool, "str | None"]  # a named template called, rendered there, called in
