@@ -35,7 +35,7 @@ thousand levels deep meets libyaml 0.2.6's own limit before the composer sees le
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -332,7 +332,7 @@ if HAVE_LIBYAML:
 
 def iter_documents(
     text: str, source: str, *, pure: bool = False, kinds: frozenset[str] | None = None
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """Each document of a YAML stream in turn, ``None`` for empty ones; one document is
     in memory at a time. ``pure`` forces the pure-Python scanner (for tests).
 
@@ -444,6 +444,18 @@ def load_single(text: str, source: str, *, pure: bool = False) -> Any:
     if len(documents) > 1:
         raise InputError(f"{source}: expected one YAML document, found {len(documents)}")
     return documents[0] if documents else None
+
+
+def load_first(text: str, source: str, *, pure: bool = False) -> Any:
+    """The first document of a YAML file (None if empty), the rest neither read nor
+    checked: how Helm reads ``Chart.yaml`` and ``values.yaml`` (sigs.k8s.io/yaml, whose
+    go-yaml "decodes the first document found"). cloud-provider-aws's chart writes its
+    ``Chart.yaml`` between two ``---``, which is two documents."""
+    documents = iter_documents(text, source, pure=pure)
+    try:
+        return next(documents, None)
+    finally:
+        documents.close()  # the loader is disposed of now, not when collected
 
 
 def _where(exc: yaml.YAMLError) -> str:

@@ -734,6 +734,28 @@ def test_a_values_string_a_template_writes_as_the_image_is_one_whatever_its_key(
     }
 
 
+def test_chart_files_are_read_as_helm_reads_them_first_document_only() -> None:
+    """cloud-provider-aws's chart writes Chart.yaml between two ``---`` lines: two YAML
+    documents, which failed collect ("expected one YAML document, found 2") although
+    Helm reads the first document of Chart.yaml and values.yaml and ignores the rest."""
+    chart = read_chart(
+        package(
+            "aws-cloud-controller-manager",
+            {
+                "Chart.yaml": "---\napiVersion: v1\nname: aws-cloud-controller-manager\n"
+                "version: 0.0.11\nappVersion: v1.35.0\n---\n",
+                "values.yaml": "image:\n  repository: registry.k8s.io/provider-aws/cloud-controller-manager\n"
+                "  tag: v1.35.0\n---\nimage:\n  repository: ignored/as-helm-ignores-it\n",
+            },
+        ),
+        "aws-cloud-controller-manager.tgz",
+    )
+    assert (chart.name, chart.version) == ("aws-cloud-controller-manager", "0.0.11")
+    assert chart.image_references == [
+        "registry.k8s.io/provider-aws/cloud-controller-manager:v1.35.0"
+    ]
+
+
 def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
     return package(
         "metrics-server",

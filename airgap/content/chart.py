@@ -31,7 +31,7 @@ from airgap.bundle.tarread import TarFormatError, TarReader, TarTruncated
 from airgap.errors import InputError
 from airgap.limits import MAX_CHART_FILE_BYTES, MAX_CHART_MEMBERS, MAX_CHART_UNPACKED_BYTES
 from airgap.reference import Reference, parse_reference
-from airgap.yamlload import load_single
+from airgap.yamlload import load_first, load_single
 
 CHART_FILE = "Chart.yaml"
 ARTIFACTHUB_IMAGES = "artifacthub.io/images"
@@ -715,7 +715,7 @@ def _wanted(path: str) -> str | None:
 
 
 def _yaml(files: dict[str, str], name: str, source: str) -> Any:
-    return load_single(files[name], f"{source}: {name}")
+    return load_first(files[name], f"{source}: {name}")  # as Helm reads them
 
 
 def _images(
