@@ -756,6 +756,93 @@ def test_chart_files_are_read_as_helm_reads_them_first_document_only() -> None:
     ]
 
 
+def sub_chart(name: str, repository: str) -> bytes:
+    values = f"image:\n  repository: {repository}\n  tag: '7.0'\n"
+    chart = f"apiVersion: v2\nname: {name}\nversion: 1.0.0\n"
+    return package(name, {"Chart.yaml": chart, "values.yaml": values})
+
+
+# Argo CD's chart (charts/argo-cd): redis-ha is a dependency it does not vendor, off by
+# default; its values set redis-ha's images without the tags, which redis-ha's own
+# values give. Components leave their image empty for the global one.
+ARGO_CD_CHART = """\
+apiVersion: v2
+name: argo-cd
+version: 10.1.1
+appVersion: v3.4.4
+dependencies:
+  - name: redis-ha
+    version: 4.38.0
+    repository: https://dandydeveloper.github.io/charts/
+    condition: redis-ha.enabled
+  - name: cache
+    version: 1.0.0
+    alias: valkey
+    condition: valkey.missing,valkey.enabled
+  - name: metrics
+    version: 1.0.0
+    tags: [monitoring]
+"""
+ARGO_CD_VALUES = """\
+global:
+  image:
+    repository: quay.io/argoproj/argocd
+controller:
+  image:
+    repository: ""
+    tag: ""
+redis-ha:
+  enabled: false
+  haproxy:
+    image:
+      repository: ecr-public.aws.com/docker/library/haproxy
+valkey:
+  enabled: true
+  image:
+    repository: docker.io/valkey/valkey
+  exporter:
+    image:
+      repository: docker.io/oliver006/redis_exporter
+      tag: v1.75.0
+tags:
+  monitoring: false
+metrics:
+  image:
+    repository: docker.io/team/metrics
+    tag: v1
+"""
+
+
+def test_a_dependency_is_read_as_helm_enables_it_and_never_with_this_charts_tags() -> None:
+    """Argo CD's chart sets redis-ha's haproxy repository without its tag: read with
+    argo-cd's appVersion it was haproxy:v3.4.4, a tag haproxy never had, which failed
+    collect; yet redis-ha is off by default, so Helm renders none of it. Its components'
+    empty images (the global one's placeholders) were warnings too."""
+    files: dict[str, str | bytes] = {
+        "Chart.yaml": ARGO_CD_CHART,
+        "values.yaml": ARGO_CD_VALUES,
+        "charts/metrics-1.0.0.tgz": sub_chart("metrics", "docker.io/team/metrics-default"),
+    }
+    chart = read_chart(package("argo-cd", files), "argo-cd.tgz")
+    assert chart.image_references == [
+        "quay.io/argoproj/argocd:v3.4.4",
+        # on: what its values give whole; the image whose tag is valkey's is a warning
+        "docker.io/oliver006/redis_exporter:v1.75.0",
+    ]
+    (warning,) = chart.warnings
+    assert warning.startswith("values valkey.image: its tag is the valkey chart's default")
+    # its tag turned on, what this chart gives the vendored subchart is rendered
+    files["values.yaml"] = ARGO_CD_VALUES.replace("monitoring: false", "monitoring: true")
+    chart = read_chart(package("argo-cd", files), "argo-cd.tgz")
+    assert "docker.io/team/metrics:v1" in chart.image_references
+    # a tag holding anything but a boolean decides nothing (fuzzing: a mapping there
+    # was a TypeError)
+    files["values.yaml"] = ARGO_CD_VALUES.replace("monitoring: false", "monitoring: {a: 1}")
+    assert (
+        "docker.io/team/metrics:v1" in read_chart(package("argo-cd", files), "a").image_references
+    )
+
+
 def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
     return package(
         "metrics-server",

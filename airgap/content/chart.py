@@ -118,7 +118,8 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
         if path.startswith("templates/") and path.endswith(_TEMPLATE_SUFFIXES)
     }
     hints = _ValuesHints.read(templates)
-    images = list(_images(values, app, warnings, global_registry, hints))
+    switched = _dependency_keys(metadata, values)
+    images = list(_images(values, app, warnings, global_registry, hints, switched))
     literal, direct = _template_images(templates, values, images, warnings)
     images += direct
     literal += _annotation_images(metadata, source, warnings)
@@ -129,6 +130,8 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
     aliases.update(_aliases(metadata))
     for sub in subcharts:
         key = aliases.get(sub.name, sub.name)
+        if switched.get(key) is False:  # its condition is off: Helm renders none of it
+            continue
         images += [replace(image, path=(key, *image.path)) for image in sub.images]
         literal += list(sub.literal_images)
         warnings += [f"subchart {sub.name}: {warning}" for warning in sub.warnings]
@@ -585,6 +588,39 @@ def _dependencies(
         )
 
 
+def _dependency_keys(metadata: dict[Any, Any], values: Any) -> dict[str, bool]:
+    """Each dependency's values key (its alias, else its name) and whether the default
+    values enable it, as Helm decides: its ``tags`` (any true enables, all false
+    disable), then its ``condition``, whose first path holding a boolean wins."""
+    entries = metadata.get("dependencies")
+    keys: dict[str, bool] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        alias = entry.get("alias")
+        key = alias if isinstance(alias, str) and alias else entry["name"]
+        keys[key] = _enabled(entry, values)
+    return keys
+
+
+def _enabled(entry: dict[Any, Any], values: Any) -> bool:
+    enabled = True
+    tags = entry.get("tags")
+    given = _lookup(values, ("tags",))
+    if isinstance(tags, list) and isinstance(given, dict):
+        states = [given.get(tag) for tag in tags if isinstance(tag, str)]
+        if any(state is True for state in states):
+            enabled = True
+        elif any(state is False for state in states):
+            enabled = False
+    condition = entry.get("condition")
+    for text in condition.split(",") if isinstance(condition, str) else []:
+        state = _lookup(values, tuple(text.strip().split("."))) if text.strip() else None
+        if isinstance(state, bool):
+            return state
+    return enabled
+
+
 def _aliases(metadata: dict[Any, Any]) -> dict[str, str]:
     entries = metadata.get("dependencies")
     aliases: dict[str, str] = {}
@@ -724,20 +760,37 @@ def _images(
     warnings: list[str],
     global_registry: str | None = None,
     hints: _ValuesHints | None = None,
+    dependencies: dict[str, bool] | None = None,
 ) -> Iterator[ChartImage]:
+    """The images ``values`` names. Under a dependency's key, nothing when the dependency
+    is off, and no tag defaulted from this chart's appVersion when it is on: there the
+    dependency's own defaults apply, which are not in these values."""
     read: set[tuple[str, ...]] = set()  # an image: string read with its siblings
     naming = _chart_naming(values)
+    dependencies = dependencies or {}
     for path, node in _walk(values, ()):
+        owner = dependencies.get(path[0]) if path else None
+        if owner is False:
+            continue
         if hints and path in hints.merged and isinstance(node, dict):
             node = _filled(node, [_lookup(values, default) for default in hints.merged[path]])
         imagey = any("image" in key.lower() for key in path)
         sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
             tag = hints.default_tag(path, app_version) if hints else app_version or ""
+            if owner is not None:
+                tag = ""
+                if not _tag_of(node):
+                    warnings.append(
+                        f"values {'.'.join(path)}: its tag is the {path[0]} chart's default, "
+                        "not in these values: list the image in the entry's images"
+                    )
+                    continue
             found = _mapping_image(node, tag, global_registry, naming)
             if found is None:
-                warnings.append(f"values {'.'.join(path)}: not a resolvable image")
-                continue
+                if str(node["repository"]).strip() or node.get("name"):
+                    warnings.append(f"values {'.'.join(path)}: not a resolvable image")
+                continue  # an empty repository: the templates give the default
             has_registry = isinstance(node.get("registry"), str)
             yield ChartImage(path, found, "mapping", has_registry=has_registry)
         elif sibling is not None:
@@ -825,6 +878,11 @@ def _chart_naming(values: Any) -> tuple[str, ...] | None:
     return tuple(p.strip(" /") for p in parts if isinstance(p, str) and p.strip(" /"))
 
 
+def _tag_of(node: dict[str, Any]) -> str:
+    tag = node.get("tag")
+    return str(tag).strip() if tag is not None and not isinstance(tag, bool) else ""
+
+
 def _mapping_image(
     node: dict[str, Any],
     default_tag: str,
@@ -842,9 +900,7 @@ def _mapping_image(
     registry = global_registry or node.get("registry")
     if isinstance(registry, str) and registry.strip():
         repository = f"{registry.strip().rstrip('/')}/{repository}"
-    tag = node.get("tag")
-    tag_text = str(tag).strip() if tag is not None and not isinstance(tag, bool) else ""
-    tag_text = tag_text or default_tag
+    tag_text = _tag_of(node) or default_tag
     digest = node.get("digest")
     text = repository
     if tag_text:
