@@ -68,6 +68,12 @@ def package(top: str, files: dict[str, str | bytes]) -> bytes:
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
+def to_mirror(reference: str, digest: str | None = None) -> tuple[Reference, str | None]:
+    """A ``values_overrides`` target: the image under mirror.local:5000/capi, by tag."""
+    source = parse_reference(reference)
+    return parse_reference(f"mirror.local:5000/capi/{source.repository}:{source.tag}"), digest
+
+
 # --- constraints and the spec --------------------------------------------------------------
 
 
@@ -420,11 +426,7 @@ def test_an_image_string_beside_its_tag_or_version_is_one_image() -> None:
     # the templates call named templates that read those values: nothing unresolved
     assert chart.warnings == ()
 
-    def mirror(reference: str) -> tuple[Reference, str | None]:
-        source = parse_reference(reference)
-        return parse_reference(f"mirror.local:5000/capi/{source.repository}:{source.tag}"), None
-
-    overrides = values_overrides(chart, mirror)
+    overrides = values_overrides(chart, to_mirror)
     assert overrides["tigeraOperator"] == {
         "image": "capi/tigera/operator",
         "registry": "mirror.local:5000",
@@ -566,12 +568,8 @@ def test_an_image_named_beside_the_charts_registry_and_namespace_is_resolved() -
     ]
     assert chart.warnings == ()
 
-    def mirror(reference: str) -> tuple[Reference, str | None]:
-        source = parse_reference(reference)
-        return parse_reference(f"mirror.local:5000/capi/{source.repository}:{source.tag}"), None
-
     # the repository wins over name, imageNamespace and imageRegistry in the template
-    overrides = values_overrides(chart, mirror)
+    overrides = values_overrides(chart, to_mirror)
     assert overrides["image"] == {
         "repository": "mirror.local:5000/capi/jetstack/cert-manager-controller",
         "tag": "v1.21.1",
@@ -668,10 +666,7 @@ def test_an_image_merged_with_global_values_is_read_as_the_chart_renders_it() ->
     assert chart.warnings == ()
 
     def mirror(reference: str) -> tuple[Reference, str | None]:
-        source = parse_reference(reference)
-        return parse_reference(
-            f"mirror.local:5000/capi/{source.repository}:{source.tag}"
-        ), "sha256:" + "e" * 64
+        return to_mirror(reference, "sha256:" + "e" * 64)
 
     # the template always writes REGISTRY/IMAGE: the registry is overridden beside it
     assert values_overrides(chart, mirror)["controller"]["image"] == {
