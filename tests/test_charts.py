@@ -838,6 +838,57 @@ def test_a_dependency_is_read_as_helm_enables_it_and_never_with_this_charts_tags
     )
 
 
+# the AWS EBS CSI driver's chart (templates/tests/helm-tester.yaml): its helm test pod
+# runs kubekins-e2e, an image of gigabytes an install never pulls
+EBS_TESTER = """\
+{{- if .Values.helmTester.enabled -}}
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ebs-csi-driver-test
+  annotations:
+    "helm.sh/hook": test
+    "helm.sh/hook-delete-policy": before-hook-creation,hook-succeeded,hook-failed
+spec:
+  containers:
+    - name: kubetest2
+      image: {{ .Values.helmTester.image }}
+    - name: tools
+      image: docker.io/library/busybox:1.36
+    - name: shared
+      image: {{ .Values.shared.image }}
+---
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - image: {{ .Values.shared.image }}
+{{- end }}
+"""
+
+
+def test_images_only_helm_test_hooks_use_are_not_carried() -> None:
+    """``helm test`` pods are not part of an install (Zarf's find-images and Pulumi
+    leave them out too): the EBS CSI driver's chart made every bundle carry
+    kubekins-e2e, gigabytes from a staging registry."""
+    values = (
+        "helmTester:\n  enabled: true\n"
+        '  image: "us-central1-docker.pkg.dev/k8s-staging-test-infra/images/kubekins-e2e:v20260817"\n'
+        "shared:\n  image: registry.k8s.io/team/shared:v1\n"
+    )
+    files: dict[str, str | bytes] = {
+        "Chart.yaml": "apiVersion: v2\nname: aws-ebs-csi-driver\nversion: 2.64.0\n",
+        "values.yaml": values,
+        "templates/tests/helm-tester.yaml": EBS_TESTER,
+    }
+    chart = read_chart(package("aws-ebs-csi-driver", files), "ebs.tgz")
+    # the image the Deployment beside the test pod uses too is carried
+    assert chart.image_references == ["registry.k8s.io/team/shared:v1"]
+    assert chart.warnings == ()
+
+
 def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
     return package(
         "metrics-server",

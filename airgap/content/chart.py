@@ -120,8 +120,9 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
     hints = _ValuesHints.read(templates)
     switched = _dependency_keys(metadata, values)
     images = list(_images(values, app, warnings, global_registry, hints, switched))
-    literal, direct = _template_images(templates, values, images, warnings)
-    images += direct
+    found = _template_images(templates, values, images, warnings)
+    images = [image for image in images + found.direct if image.path not in found.test_only]
+    literal = found.literal
     literal += _annotation_images(metadata, source, warnings)
     subcharts = _subcharts(files, packages, source, depth)
     vendored = {sub.name for sub in subcharts}
@@ -434,51 +435,132 @@ class _NamedTemplates:
         return paths
 
 
+@dataclass(frozen=True)
+class _TemplateFindings:
+    literal: list[str]  # images templates write literally
+    direct: list[ChartImage]  # values strings templates write as a whole image
+    test_only: set[tuple[str, ...]]  # values images only ``helm test`` hooks use
+
+
 def _template_images(
     templates: dict[str, str], values: Any, images: list[ChartImage], warnings: list[str]
-) -> tuple[list[str], list[ChartImage]]:
+) -> _TemplateFindings:
     """Images templates write literally (``image: quay.io/x/y:v1``), and the values
     strings they write as a whole image (``image: {{ .Values.proxyImageWindows }}``,
-    whatever the key: cloud-provider-azure's chart has one) among ``images``; an ``image:`` made
-    by a template expression that reads none of the values images found (by a
-    ``.Values`` path, in a named template it calls, or through the dot of an enclosing
-    ``with``) is a warning naming the file and line: airgap cannot know what it renders
-    to. Lines the default values do not render are neither: inside a ``with`` or
-    ``range`` over an empty value, or in a named template that is called only from
-    such lines (one never called here may be called by a chart that uses this one)."""
+    whatever the key: cloud-provider-azure's chart has one); an ``image:`` made by a
+    template expression that reads none of the values images found (by a ``.Values``
+    path, in a named template it calls, or through the dot of an enclosing ``with``)
+    is a warning naming the file and line: airgap cannot know what it renders to.
+
+    Lines the default values do not render are neither: inside a ``with`` or ``range``
+    over an empty value, or in a named template that is called only from such lines
+    (one never called here may be called by a chart that uses this one). Nor are the
+    documents of ``helm test`` hooks, which an install never runs (as Zarf and
+    Pulumi leave them out): the values images only they use are in ``test_only``
+    (the AWS EBS CSI driver's chart tests with kubekins-e2e, gigabytes)."""
     found: list[str] = []
     direct: list[ChartImage] = []
-    known = [image.path for image in images]
+    known = _KnownPaths(image.path for image in images)
+    uses: tuple[set[tuple[str, ...]], set[tuple[str, ...]]] = (set(), set())  # other, test
     named = _NamedTemplates(templates)
     lines = {path: list(_followed(templates[path], values)) for path in sorted(templates)}
     unrendered = _unrendered_defines(lines.values())
     for path, followed in lines.items():
+        testing = _test_hook_lines(templates[path])
         for number, line, dot, rendered, define, _calls in followed:
             match = _IMAGE_LINE.match(line)
             if not match or not rendered or define in unrendered:
                 continue
+            test = number in testing
             value = match.group("value").strip("'\"")
             whole = _direct_image(value, values)
             if whole is not None and whole.path not in known:
                 direct.append(whole)
-                known.append(whole.path)
+                known.add(whole.path)
             if "{{" in value:
                 used = named.values_read(value)
                 if dot is not None and _RELATIVE_FIELD.search(_VALUES_PATH.sub("", value)):
                     used.append(dot)
-                if not any(_related(use, path_) for use in used for path_ in known):
+                uses[test].update(used)
+                if not test and not any(known.related(use) for use in used):
                     warnings.append(
                         f"{path}:{number}: image from a template expression airgap cannot "
                         f"resolve: {value[:120]}"
                     )
                 continue
-            if not value or value.startswith(("#", "|", ">")):
+            if not value or value.startswith(("#", "|", ">")) or test:
                 continue
             try:
                 found.append(str(parse_reference(value)))
             except InputError:
                 warnings.append(f"{path}:{number}: {value[:80]!r} is not an image")
-    return found, direct
+    test_only = known.marked(uses[True]) - known.marked(uses[False])
+    return _TemplateFindings(found, direct, test_only)
+
+
+class _KnownPaths:
+    """The values paths of the images found, and which of them a ``.Values`` path a
+    template reads is related to (one is a prefix of the other): answered through an
+    index of every prefix, so a chart's work stays linear in its paths' depths."""
+
+    def __init__(self, paths: Iterable[tuple[str, ...]]) -> None:
+        self._paths: set[tuple[str, ...]] = set()
+        self._under: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        self._depth = 0  # of the deepest path: no longer prefix of a use can be one
+        for path in paths:
+            self.add(path)
+
+    def __contains__(self, path: tuple[str, ...]) -> bool:
+        return path in self._paths
+
+    def add(self, path: tuple[str, ...]) -> None:
+        if path and path not in self._paths:
+            self._paths.add(path)
+            self._depth = max(self._depth, len(path))
+            for length in range(1, len(path) + 1):
+                self._under.setdefault(path[:length], []).append(path)
+
+    def _prefixes(self, use: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+        """The proper prefixes of ``use`` that are paths (a template can read a path
+        far deeper than any values path: only as many prefixes as those are deep)."""
+        for length in range(1, min(len(use), self._depth + 1)):
+            if use[:length] in self._paths:
+                yield use[:length]
+
+    def related(self, use: tuple[str, ...]) -> bool:
+        return use in self._under or next(self._prefixes(use), None) is not None
+
+    def marked(self, uses: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
+        """The paths related to any of ``uses``."""
+        marked: set[tuple[str, ...]] = set()
+        for use in uses:
+            marked.update(self._prefixes(use))
+            marked.update(self._under.get(use, ()))
+        return marked
+
+
+_HOOK = re.compile(r"""^\s*["']?helm\.sh/hook["']?\s*:\s*["']?(?P<hooks>[\w ,-]{0,200})""")
+_TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
+
+
+def _test_hook_lines(text: str) -> set[int]:
+    """The line numbers of the YAML documents in ``text`` that are ``helm test`` hooks
+    (``helm.sh/hook: test``), which a ``---`` line separates from the rest."""
+    lines: set[int] = set()
+    document: list[int] = []
+    test = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("---"):
+            if test:
+                lines.update(document)
+            document, test = [], False
+        document.append(number)
+        hook = _HOOK.match(line)
+        if hook and _TEST_HOOKS & {h.strip() for h in hook.group("hooks").split(",")}:
+            test = True
+    if test:
+        lines.update(document)
+    return lines
 
 
 _WHOLE_VALUE = re.compile(r"\{\{-?\s*\$?\.Values((?:\.[A-Za-z0-9_]+)++)\s*(?:\|\s*quote\s*)?-?\}\}")
@@ -534,11 +616,6 @@ def _unrendered_defines(templates: Iterable[list[_Followed]]) -> set[str]:
                 reached.add(name)
                 pending.append(name)
     return called - reached
-
-
-def _related(used: tuple[str, ...], image_path: tuple[str, ...]) -> bool:
-    shorter = min(len(used), len(image_path))
-    return shorter > 0 and used[:shorter] == image_path[:shorter]
 
 
 def _annotation_images(metadata: dict[Any, Any], source: str, warnings: list[str]) -> list[str]:
