@@ -889,6 +889,75 @@ def test_images_only_helm_test_hooks_use_are_not_carried() -> None:
     assert chart.warnings == ()
 
 
+# kube-prometheus-stack (charts/kube-prometheus-stack) vendors its crds subchart and
+# sets that subchart's upgrade job images in its own values, under crds:
+KPS_VALUES = """\
+global:
+  imageRegistry: ""
+crds:
+  upgradeJob:
+    image:
+      busybox:
+        registry: mirror.example
+        tag: "1.37"
+      kubectl:
+        registry: registry.k8s.io
+        repository: kubectl
+        tag: ""
+"""
+CRDS_VALUES = """\
+upgradeJob:
+  image:
+    busybox:
+      registry: docker.io
+      repository: library/busybox
+      tag: "1.36"
+"""
+CRDS_JOB = """\
+containers:
+  - image: {{ .Values.upgradeJob.image.busybox.registry }}/{{ .Values.upgradeJob.image.busybox.repository }}:{{ .Values.upgradeJob.image.busybox.tag }}
+"""
+
+
+def test_a_vendored_subchart_is_read_with_the_values_its_parent_gives_it() -> None:
+    """The subchart was read with its own defaults only (docker.io's busybox:1.36,
+    which the parent's values replace), and its template lines reading what only the
+    parent sets were warnings; an image the parent leaves without a tag (kubectl's
+    is the cluster's Kubernetes version) was given the parent's appVersion, a tag
+    kubectl never had, which failed collect."""
+    files: dict[str, str | bytes] = {
+        "Chart.yaml": "apiVersion: v2\nname: kps\nversion: 88.5.3\nappVersion: v0.93.1\n",
+        "values.yaml": KPS_VALUES,
+        "charts/crds/Chart.yaml": "apiVersion: v2\nname: crds\nversion: 0.0.0\n",
+        "charts/crds/values.yaml": CRDS_VALUES,
+        "charts/crds/templates/job.yaml": CRDS_JOB,
+    }
+    chart = read_chart(package("kps", files), "kps.tgz")
+    assert chart.image_references == ["mirror.example/library/busybox:1.37"]
+    (warning,) = chart.warnings
+    assert warning == (
+        "subchart crds: values upgradeJob.image.kubectl: no tag, and no appVersion to "
+        "default to: list the image in the entry's images"
+    )
+    assert values_overrides(chart, to_mirror) == {
+        "crds": {
+            "upgradeJob": {
+                "image": {
+                    "busybox": {
+                        "registry": "mirror.local:5000",
+                        "repository": "capi/library/busybox",
+                        "tag": "1.37",
+                    }
+                }
+            }
+        }
+    }
+    # the parent's global reaches the subchart: Bitnami's global.imageRegistry wins
+    files["values.yaml"] = KPS_VALUES.replace('imageRegistry: ""', "imageRegistry: corp.example")
+    chart = read_chart(package("kps", files), "kps.tgz")
+    assert chart.image_references == ["corp.example/library/busybox:1.37"]
+
+
 def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
     return package(
         "metrics-server",

@@ -94,21 +94,35 @@ def read_chart(package: bytes, source: str, *, depth: int = 0) -> Chart:
     """Parse a chart package; InputError (naming ``source``) when it is not one.
 
     Vendored subcharts (``charts/NAME/`` directories and ``charts/*.tgz`` packages, at
-    most ``MAX_SUBCHART_DEPTH`` deep) are read too: their values images are found under
-    their name in the parent's values, as Helm passes them down."""
+    most ``MAX_SUBCHART_DEPTH`` deep) are read too, with the values Helm gives them (the
+    parent's under their name, and its ``global``, over their own): their images are
+    found under their name in the parent's values, as Helm passes them down."""
     files, packages = _chart_files(_unpack(package, source), source)
     return _parse(files, packages, source, depth)
 
 
-def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth: int) -> Chart:
+def _metadata(files: dict[str, str], source: str) -> dict[Any, Any]:
     metadata = _yaml(files, CHART_FILE, source)
     if not isinstance(metadata, dict):
         raise InputError(f"{source}: {CHART_FILE} is not a mapping")
     name, version = metadata.get("name"), metadata.get("version")
     if not isinstance(name, str) or not name or not isinstance(version, (str, int, float)):
         raise InputError(f"{source}: {CHART_FILE} has no name and version")
+    return metadata
+
+
+def _parse(
+    files: dict[str, str],
+    packages: dict[str, bytes],
+    source: str,
+    depth: int,
+    given: Any = None,
+) -> Chart:
+    metadata = _metadata(files, source)
+    name, version = metadata["name"], metadata["version"]
     app_version = metadata.get("appVersion")
     values = _yaml(files, VALUES_FILE, source) if VALUES_FILE in files else None
+    values = _coalesced(values, given)
     warnings: list[str] = []
     app = str(app_version) if app_version is not None else None
     global_registry = _global_registry(values)
@@ -118,20 +132,22 @@ def _parse(files: dict[str, str], packages: dict[str, bytes], source: str, depth
         if path.startswith("templates/") and path.endswith(_TEMPLATE_SUFFIXES)
     }
     hints = _ValuesHints.read(templates)
-    switched = _dependency_keys(metadata, values)
-    images = list(_images(values, app, warnings, global_registry, hints, switched))
+    enabled = _dependency_keys(metadata, values)
+    aliases = _aliases(metadata)
+    subcharts = _subcharts(files, packages, source, depth, values, aliases)
+    # what Helm gives a vendored subchart is read with it, not here (its own defaults
+    # and appVersion apply there): its key is read here as a dependency switched off
+    read_here = enabled | {aliases.get(sub.name, sub.name): False for sub in subcharts}
+    images = list(_images(values, app, warnings, global_registry, hints, read_here))
     found = _template_images(templates, values, images, warnings)
     images = [image for image in images + found.direct if image.path not in found.test_only]
     literal = found.literal
     literal += _annotation_images(metadata, source, warnings)
-    subcharts = _subcharts(files, packages, source, depth)
     vendored = {sub.name for sub in subcharts}
     dependencies = tuple(_dependencies(metadata, vendored, source))
-    aliases = {d.name: d.name for d in dependencies}
-    aliases.update(_aliases(metadata))
     for sub in subcharts:
         key = aliases.get(sub.name, sub.name)
-        if switched.get(key) is False:  # its condition is off: Helm renders none of it
+        if enabled.get(key) is False:  # its condition is off: Helm renders none of it
             continue
         images += [replace(image, path=(key, *image.path)) for image in sub.images]
         literal += list(sub.literal_images)
@@ -708,9 +724,15 @@ def _aliases(metadata: dict[Any, Any]) -> dict[str, str]:
 
 
 def _subcharts(
-    files: dict[str, str], packages: dict[str, bytes], source: str, depth: int
+    files: dict[str, str],
+    packages: dict[str, bytes],
+    source: str,
+    depth: int,
+    values: Any,
+    aliases: dict[str, str],
 ) -> list[Chart]:
-    """The charts vendored under ``charts/``: directories and packages."""
+    """The charts vendored under ``charts/``: directories and packages, each read with
+    the values the parent's ``values`` give it."""
     if depth >= MAX_SUBCHART_DEPTH:
         if packages or any(path.startswith("charts/") for path in files):
             raise InputError(f"{source}: subcharts nested more than {MAX_SUBCHART_DEPTH} deep")
@@ -732,11 +754,52 @@ def _subcharts(
             path[len(prefix) :]: data for path, data in packages.items() if path.startswith(prefix)
         }
         if CHART_FILE in inner:
-            found.append(_parse(inner, inner_packages, f"{source}: {prefix}", depth + 1))
+            found.append(
+                _subchart(inner, inner_packages, f"{source}: {prefix}", depth, values, aliases)
+            )
     for path in sorted(packages):
         if path.count("/") == 1:  # charts/NAME-VERSION.tgz
-            found.append(read_chart(packages[path], f"{source}: {path}", depth=depth + 1))
+            where = f"{source}: {path}"
+            inner, inner_packages = _chart_files(_unpack(packages[path], where), where)
+            found.append(_subchart(inner, inner_packages, where, depth, values, aliases))
     return found
+
+
+def _subchart(
+    files: dict[str, str],
+    packages: dict[str, bytes],
+    source: str,
+    depth: int,
+    values: Any,
+    aliases: dict[str, str],
+) -> Chart:
+    """A vendored subchart with what Helm gives it: the parent's values under its key
+    (its alias, else its name) and the parent's ``global``, over its own defaults."""
+    name = _metadata(files, source)["name"]
+    parent = values if isinstance(values, dict) else {}
+    given = parent.get(aliases.get(name, name))
+    given = dict(given) if isinstance(given, dict) else {}
+    if isinstance(parent.get("global"), dict):
+        given["global"] = _coalesced(given.get("global"), parent["global"])
+    return _parse(files, packages, source, depth + 1, given)
+
+
+def _coalesced(defaults: Any, given: Any) -> Any:
+    """``given`` over ``defaults``, as Helm coalesces a subchart's values: mappings
+    merge key by key, anything else given wins, and a null given removes the key."""
+    if not isinstance(given, dict) or not given:
+        return defaults
+    if not isinstance(defaults, dict):
+        return {key: value for key, value in given.items() if value is not None}
+    merged = dict(defaults)
+    for key, value in given.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _coalesced(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _unpack(package: bytes, source: str) -> bytes:
@@ -855,17 +918,25 @@ def _images(
         sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
             tag = hints.default_tag(path, app_version) if hints else app_version or ""
-            if owner is not None:
+            if owner is not None:  # the dependency's default tag, not in these values
                 tag = ""
-                if not _tag_of(node):
-                    warnings.append(
-                        f"values {'.'.join(path)}: its tag is the {path[0]} chart's default, "
-                        "not in these values: list the image in the entry's images"
+            placeholder = not (str(node["repository"]).strip() or node.get("name"))
+            if not (_tag_of(node) or tag or _digest_of(node)):
+                # no tag to name: the template gives one (a Kubernetes version, another
+                # chart's default) or renders none; a guess (latest) could name nothing
+                if not placeholder:
+                    why = (
+                        f"its tag is the {path[0]} chart's default, not in these values"
+                        if owner is not None
+                        else "no tag, and no appVersion to default to"
                     )
-                    continue
+                    warnings.append(
+                        f"values {'.'.join(path)}: {why}: list the image in the entry's images"
+                    )
+                continue
             found = _mapping_image(node, tag, global_registry, naming)
             if found is None:
-                if str(node["repository"]).strip() or node.get("name"):
+                if not placeholder:
                     warnings.append(f"values {'.'.join(path)}: not a resolvable image")
                 continue  # an empty repository: the templates give the default
             has_registry = isinstance(node.get("registry"), str)
@@ -955,6 +1026,11 @@ def _chart_naming(values: Any) -> tuple[str, ...] | None:
     return tuple(p.strip(" /") for p in parts if isinstance(p, str) and p.strip(" /"))
 
 
+def _digest_of(node: dict[str, Any]) -> str:
+    digest = node.get("digest")
+    return digest.strip() if isinstance(digest, str) else ""
+
+
 def _tag_of(node: dict[str, Any]) -> str:
     tag = node.get("tag")
     return str(tag).strip() if tag is not None and not isinstance(tag, bool) else ""
@@ -978,12 +1054,12 @@ def _mapping_image(
     if isinstance(registry, str) and registry.strip():
         repository = f"{registry.strip().rstrip('/')}/{repository}"
     tag_text = _tag_of(node) or default_tag
-    digest = node.get("digest")
+    digest = _digest_of(node)
     text = repository
     if tag_text:
         text += f":{tag_text}"
-    if isinstance(digest, str) and digest.strip():
-        text += f"@{digest.strip()}"
+    if digest:
+        text += f"@{digest}"
     if not repository:
         return None
     try:
