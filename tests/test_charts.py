@@ -958,6 +958,94 @@ def test_a_vendored_subchart_is_read_with_the_values_its_parent_gives_it() -> No
     assert chart.image_references == ["corp.example/library/busybox:1.37"]
 
 
+# Cilium's chart (install/kubernetes/cilium): the agent's image is its values'; the
+# operator's is REPOSITORY-CLOUD:TAG (quay.io/cilium/operator-generic), a repository
+# the values never name
+CILIUM_VALUES = """\
+image:
+  override: ~
+  repository: "quay.io/cilium/cilium"
+  tag: "v1.18.6"
+  digest: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+  useDigest: true
+operator:
+  image:
+    override: ~
+    repository: "quay.io/cilium/operator"
+    tag: "v1.18.6"
+    genericDigest: "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+    useDigest: true
+    suffix: ""
+"""
+CILIUM_HELPERS = """\
+{{- define "cilium.image" -}}
+{{- $digest := (.useDigest | default false) | ternary (printf "@%s" .digest) "" -}}
+{{- if .override -}}
+{{- printf "%s" .override -}}
+{{- else -}}
+{{- printf "%s:%s%s" .repository .tag $digest -}}
+{{- end -}}
+{{- end -}}
+{{- define "cilium.operator.cloud" -}}
+{{- $cloud := "generic" -}}
+{{- if .Values.eni.enabled -}}
+  {{- $cloud = "aws" -}}
+{{- end -}}
+{{- $cloud -}}
+{{- end -}}
+{{- define "cilium.operator.image" -}}
+{{- if .Values.operator.image.override -}}
+{{- printf "%s" .Values.operator.image.override -}}
+{{- else -}}
+{{- $cloud := include "cilium.operator.cloud" . }}
+{{- printf "%s-%s%s:%s" .Values.operator.image.repository $cloud .Values.operator.image.suffix .Values.operator.image.tag -}}
+{{- end -}}
+{{- end -}}
+"""
+CILIUM_TEMPLATES = """\
+containers:
+  - name: cilium-agent
+    image: {{ include "cilium.image" .Values.image | quote }}
+  - name: cilium-operator
+    image: {{ include "cilium.operator.image" . | quote }}
+"""
+
+
+def test_a_template_that_adds_to_a_repository_is_a_warning() -> None:
+    """Cilium's operator image was taken for its values name, quay.io/cilium/operator:
+    an image the chart never renders (it renders operator-generic), carried silently
+    while the install pulled an image the mirror lacked."""
+    chart = read_chart(
+        package(
+            "cilium",
+            {
+                "Chart.yaml": "apiVersion: v2\nname: cilium\nversion: 1.18.6\n",
+                "values.yaml": CILIUM_VALUES,
+                "templates/_helpers.tpl": CILIUM_HELPERS,
+                "templates/cilium.yaml": CILIUM_TEMPLATES,
+            },
+        ),
+        "cilium.tgz",
+    )
+    (warning,) = chart.warnings
+    assert warning.startswith(
+        "templates/cilium.yaml:5: the template adds to an image's repository, so it renders "
+        "an image other than its values name; list that image in the entry's images"
+    )
+    assert chart.image_references[0] == "quay.io/cilium/cilium:v1.18.6@sha256:" + "a" * 64
+    # the same written out on the image line
+    line = (
+        "image: {{ .Values.operator.image.repository }}-generic:{{ .Values.operator.image.tag }}\n"
+    )
+    files: dict[str, str | bytes] = {
+        "Chart.yaml": "apiVersion: v2\nname: cilium\nversion: 1.18.6\n",
+        "values.yaml": CILIUM_VALUES,
+        "templates/operator.yaml": line,
+    }
+    (warning,) = read_chart(package("cilium", files), "cilium.tgz").warnings
+    assert "adds to an image's repository" in warning
+
+
 def tag_chart(template: str, app_version: str = "0.8.1") -> bytes:
     return package(
         "metrics-server",

@@ -421,22 +421,25 @@ class _NamedTemplates:
                 if depth == 0 and action.group("word") == "define" and named:
                     start, name = action.end(), named.group("name")
                 depth += 1
-        self._read: dict[str, tuple[list[tuple[str, ...]], list[str]]] = {}
+        self._read: dict[str, tuple[list[tuple[str, ...]], list[str], bool]] = {}
         self._budget = MAX_FOLLOWS
 
-    def _reads(self, name: str) -> tuple[list[tuple[str, ...]], list[str]]:
+    def _reads(self, name: str) -> tuple[list[tuple[str, ...]], list[str], bool]:
         if name not in self._read:
             body = self._bodies[name]
             self._read[name] = (
                 _values_paths(body),
                 [m.group("name") for m in _CALLED.finditer(body)],
+                _extends_repository(body),
             )
         return self._read[name]
 
-    def values_read(self, expression: str) -> list[tuple[str, ...]]:
+    def values_read(self, expression: str) -> tuple[list[tuple[str, ...]], bool]:
         """The ``.Values`` paths an expression reads, also through the named templates
-        it calls (``{{ template "x.image" . }}``, ``include``), MAX_CALL_DEPTH deep."""
+        it calls (``{{ template "x.image" . }}``, ``include``), MAX_CALL_DEPTH deep;
+        and whether any of them adds to an image's repository (``_extends_repository``)."""
         paths = _values_paths(expression)
+        extends = _extends_repository(expression)
         calls = [(m.group("name"), 1) for m in _CALLED.finditer(expression)]
         seen: set[str] = set()
         while calls and self._budget > 0:
@@ -444,11 +447,31 @@ class _NamedTemplates:
             if name in seen or name not in self._bodies or depth > MAX_CALL_DEPTH:
                 continue
             seen.add(name)
-            read, called = self._reads(name)
+            read, called, adds = self._reads(name)
             self._budget -= 1 + len(read) + len(called)
             paths += read
+            extends = extends or adds
             calls += [(inner, depth + 1) for inner in called]
-        return paths
+        return paths, extends
+
+
+# ``printf "%s-%s%s:%s" .Values.operator.image.repository …`` (Cilium's operator image
+# is REPOSITORY-generic) or ``{{ .Values.x.repository }}-generic``: text right after
+# the repository makes another repository than the values name
+_PRINTF = re.compile(r"\bprintf\s+\"(?P<format>[^\"\n]{0,200})\"(?P<args>(?:\s+[$.\w]+){1,12})")
+_EXTENDED = re.compile(r"\.repository\s*-?\}\}[-\w./]")
+
+
+def _extends_repository(text: str) -> bool:
+    """Whether ``text`` writes something right after an image's ``.repository``."""
+    if _EXTENDED.search(text):
+        return True
+    for printf in _PRINTF.finditer(text):
+        after = printf.group("format").split("%s")[1:]
+        for argument, following in zip(printf.group("args").split(), after, strict=False):
+            if argument.endswith(".repository") and following[:1] not in ("", ":", "@"):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -494,14 +517,22 @@ def _template_images(
                 direct.append(whole)
                 known.add(whole.path)
             if "{{" in value:
-                used = named.values_read(value)
+                used, extends = named.values_read(value)
                 if dot is not None and _RELATIVE_FIELD.search(_VALUES_PATH.sub("", value)):
                     used.append(dot)
                 uses[test].update(used)
-                if not test and not any(known.related(use) for use in used):
+                if test:
+                    continue
+                if not any(known.related(use) for use in used):
                     warnings.append(
                         f"{path}:{number}: image from a template expression airgap cannot "
                         f"resolve: {value[:120]}"
+                    )
+                elif extends:
+                    warnings.append(
+                        f"{path}:{number}: the template adds to an image's repository, so it "
+                        "renders an image other than its values name; list that image in "
+                        f"the entry's images: {value[:120]}"
                     )
                 continue
             if not value or value.startswith(("#", "|", ">")) or test:
