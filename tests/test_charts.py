@@ -189,6 +189,10 @@ spec:
           image: {{ .Values.exporter.name }}:{{ .Values.exporter.version }}
         - name: literal
           image: LITERAL
+        - name: controller
+          {{- with (merge .Values.controller.image .Values.global.image) }}
+          image: {{ .registry }}/{{ .image }}:{{ .tag }}{{ if .digest }}@{{ .digest }}{{ end }}
+          {{- end }}
 """
 
 
@@ -201,7 +205,7 @@ class Images:
 
 
 def web_chart(images: Images, version: str = "1.2.0", repo: str = "") -> bytes:
-    app = parse_reference(images.app)
+    app, multi = parse_reference(images.app), parse_reference(images.multi)
     sub = package(
         "sub",
         {
@@ -239,6 +243,9 @@ def web_chart(images: Images, version: str = "1.2.0", repo: str = "") -> bytes:
                     },
                     "sidecar": {"image": images.sidecar},
                     "exporter": {"name": "x", "version": "1"},
+                    # ingress-nginx's way: image beside tag, the registry merged in
+                    "global": {"image": {"registry": multi.registry}},
+                    "controller": {"image": {"image": multi.repository, "tag": multi.tag}},
                 }
             ),
             "templates/deployment.yaml": DEPLOYMENT.replace("LITERAL", images.multi),
@@ -1564,8 +1571,11 @@ def test_import_pushes_oci_helm_charts_and_writes_values(
     values = yaml.safe_load((out / "charts/web/values-airgap.yaml").read_text())
     assert values["image"]["registry"] == registry.host
     assert values["image"]["digest"].startswith("sha256:")
+    controller = values["controller"]["image"]  # its registry beside it: the merge's wins
+    assert controller["registry"] == registry.host and controller["digest"].startswith("sha256:")
     for reference in (
         f"{values['image']['registry']}/{values['image']['repository']}@{values['image']['digest']}",
+        f"{controller['registry']}/{controller['image']}:{controller['tag']}@{controller['digest']}",
         values["sidecar"]["image"],
         values["sub"]["image"]["repository"] + ":" + values["sub"]["image"]["tag"],
     ):
