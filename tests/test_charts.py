@@ -27,7 +27,13 @@ import oras.provider
 import pytest
 import yaml
 
-from airgap.content.chart import MAX_CALL_DEPTH, read_chart, values_images, values_overrides
+from airgap.content.chart import (
+    MAX_CALL_DEPTH,
+    Chart,
+    read_chart,
+    values_images,
+    values_overrides,
+)
 from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
 from airgap.content.helmoci import helm_config
@@ -72,6 +78,12 @@ def to_mirror(reference: str, digest: str | None = None) -> tuple[Reference, str
     """A ``values_overrides`` target: the image under mirror.local:5000/capi, by tag."""
     source = parse_reference(reference)
     return parse_reference(f"mirror.local:5000/capi/{source.repository}:{source.tag}"), digest
+
+
+def chart_of(name: str, files: dict[str, str | bytes], version: str = "1.0.0") -> Chart:
+    """What airgap reads from a chart NAME VERSION holding ``files`` besides Chart.yaml."""
+    chart_yaml = f"apiVersion: v2\nname: {name}\nversion: {version}\n"
+    return read_chart(package(name, {"Chart.yaml": chart_yaml, **files}), f"{name}.tgz")
 
 
 # --- constraints and the spec --------------------------------------------------------------
@@ -718,12 +730,7 @@ def test_a_values_string_a_template_writes_as_the_image_is_one_whatever_its_key(
         'image: "{{ .Values.cloudNodeManager.healthProbeProxyImageWindows | quote }}"\n'
         "name: {{ .Values.cloudNodeManager.note }}\n"
     )
-    files: dict[str, str | bytes] = {
-        "Chart.yaml": "apiVersion: v2\nname: azure\nversion: 1.36.0\n",
-        "values.yaml": values,
-        "templates/d.yaml": template,
-    }
-    chart = read_chart(package("azure", files), "azure.tgz")
+    chart = chart_of("azure", {"values.yaml": values, "templates/d.yaml": template}, "1.36.0")
     assert chart.image_references == [
         "mcr.microsoft.com/oss/v2/kubernetes/azure-health-probe-proxy:v1.34.3"
     ]
@@ -886,11 +893,10 @@ def test_images_only_helm_test_hooks_use_are_not_carried() -> None:
         "shared:\n  image: registry.k8s.io/team/shared:v1\n"
     )
     files: dict[str, str | bytes] = {
-        "Chart.yaml": "apiVersion: v2\nname: aws-ebs-csi-driver\nversion: 2.64.0\n",
         "values.yaml": values,
         "templates/tests/helm-tester.yaml": EBS_TESTER,
     }
-    chart = read_chart(package("aws-ebs-csi-driver", files), "ebs.tgz")
+    chart = chart_of("aws-ebs-csi-driver", files, "2.64.0")
     # the image the Deployment beside the test pod uses too is carried
     assert chart.image_references == ["registry.k8s.io/team/shared:v1"]
     assert chart.warnings == ()
@@ -1044,12 +1050,8 @@ def test_a_template_that_adds_to_a_repository_is_a_warning() -> None:
     line = (
         "image: {{ .Values.operator.image.repository }}-generic:{{ .Values.operator.image.tag }}\n"
     )
-    files: dict[str, str | bytes] = {
-        "Chart.yaml": "apiVersion: v2\nname: cilium\nversion: 1.18.6\n",
-        "values.yaml": CILIUM_VALUES,
-        "templates/operator.yaml": line,
-    }
-    (warning,) = read_chart(package("cilium", files), "cilium.tgz").warnings
+    files: dict[str, str | bytes] = {"values.yaml": CILIUM_VALUES, "templates/operator.yaml": line}
+    (warning,) = chart_of("cilium", files).warnings
     assert "adds to an image's repository" in warning
 
 
