@@ -118,30 +118,17 @@ def images_in_values(
         imagey = any("image" in key.lower() for key in path)
         sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
-            tag = hints.default_tag(path, app_version) if hints else app_version or ""
-            if owner is not None:  # the dependency's default tag, not in these values
+            if owner:  # an enabled dependency's key: its tag defaults to that chart's
                 tag = ""
-            placeholder = not (str(node["repository"]).strip() or node.get("name"))
-            if not (_tag_of(node) or tag or _digest_of(node)):
-                # no tag to name: the template gives one (a Kubernetes version, another
-                # chart's default) or renders none; a guess (latest) could name nothing
-                if not placeholder:
-                    why = (
-                        f"its tag is the {path[0]} chart's default, not in these values"
-                        if owner is not None
-                        else "no tag, and no appVersion to default to"
-                    )
-                    warnings.append(
-                        f"values {'.'.join(path)}: {why}: list the image in the entry's images"
-                    )
-                continue
-            found = _mapping_image(node, tag, global_registry, naming)
-            if found is None:
-                if not placeholder:
-                    warnings.append(f"values {'.'.join(path)}: not a resolvable image")
-                continue  # an empty repository: the templates give the default
-            has_registry = isinstance(node.get("registry"), str)
-            yield ChartImage(path, found, "mapping", has_registry=has_registry)
+            elif hints:
+                tag = hints.default_tag(path, app_version)
+            else:
+                tag = app_version or ""
+            mapping = _mapping_at(path, node, tag, owner is not None, global_registry, naming)
+            if isinstance(mapping, str):
+                warnings.append(mapping)
+            elif mapping is not None:
+                yield mapping
         elif sibling is not None:
             found, tag_key = sibling
             read.add((*path, "image"))
@@ -153,6 +140,35 @@ def images_in_values(
                 yield ChartImage(path, str(parse_reference(node.strip())), "string")
             except InputError:
                 warnings.append(f"values {'.'.join(path)}: {node[:80]!r} is not an image")
+
+
+def _mapping_at(
+    path: tuple[str, ...],
+    node: dict[str, Any],
+    default_tag: str,
+    in_dependency: bool,
+    global_registry: str | None,
+    naming: tuple[str, ...] | None,
+) -> ChartImage | str | None:
+    """The image an ``image`` mapping names, a warning saying why it names none that
+    can be carried, or None for an empty ``repository`` (a placeholder the templates
+    fill, as Argo CD's components leave theirs for ``global.image``)."""
+    placeholder = not (str(node["repository"]).strip() or node.get("name"))
+    where = f"values {'.'.join(path)}"
+    if not (_tag_of(node) or default_tag or _digest_of(node)):
+        # no tag to name: the template gives one (a Kubernetes version, another chart's
+        # default) or renders none; a guess (latest) could name nothing
+        if placeholder:
+            return None
+        if in_dependency:
+            why = f"its tag is the {path[0]} chart's default, not in these values"
+        else:
+            why = "no tag, and no appVersion to default to"
+        return f"{where}: {why}: list the image in the entry's images"
+    found = _mapping_image(node, default_tag, global_registry, naming)
+    if found is None:
+        return None if placeholder else f"{where}: not a resolvable image"
+    return ChartImage(path, found, "mapping", has_registry=isinstance(node.get("registry"), str))
 
 
 def values_images(values: Any) -> list[str]:
