@@ -31,6 +31,7 @@ from airgap.content.chart import (
     MAX_CALL_DEPTH,
     Chart,
     read_chart,
+    read_chart_family,
     values_images,
     values_overrides,
 )
@@ -242,6 +243,7 @@ def web_chart(images: Images, version: str = "1.2.0", repo: str = "") -> bytes:
                     "dependencies": [
                         {"name": "lib", "version": "^1.0.0", "repository": repo},
                         {"name": "sub", "version": "0.1.0", "repository": "file://../sub"},
+                        {"name": "cache", "version": "^1.0.0", "repository": repo},
                     ],
                 }
             ),
@@ -258,12 +260,24 @@ def web_chart(images: Images, version: str = "1.2.0", repo: str = "") -> bytes:
                     # ingress-nginx's way: image beside tag, the registry merged in
                     "global": {"image": {"registry": multi.registry}},
                     "controller": {"image": {"image": multi.repository, "tag": multi.tag}},
+                    # a dependency it does not vendor, its tag left to it (Argo CD's way
+                    # with redis-ha): the image is docker's
+                    "cache": {"image": {"repository": images.docker.rsplit(":", 1)[0]}},
                 }
             ),
             "templates/deployment.yaml": DEPLOYMENT.replace("LITERAL", images.multi),
             "charts/sub-0.1.0.tgz": sub,
         },
     )
+
+
+def cache_chart(images: Images) -> bytes:
+    """The dependency web sets the repository of: read alone, it names an image on
+    docker.io that no test may reach."""
+    tag = parse_reference(images.docker).tag
+    values = f"image:\n  repository: docker.io/unused/default\n  tag: '{tag}'\n"
+    chart_yaml = "apiVersion: v2\nname: cache\nversion: 1.0.0\n"
+    return package("cache", {"Chart.yaml": chart_yaml, "values.yaml": values})
 
 
 def lib_chart(version: str) -> bytes:
@@ -290,11 +304,52 @@ def test_discovery_without_helm() -> None:
     # the vendored subchart's image sits under its name in the parent's values
     assert ("sub", "image") in {image.path for image in chart.images}
     assert chart.honours_digest
-    (warning,) = chart.warnings
-    assert warning.startswith("templates/deployment.yaml:10:") and ".Values.exporter" in warning
-    lib, sub = chart.dependencies
+    cache, exporter = chart.warnings
+    assert exporter.startswith("templates/deployment.yaml:10:") and ".Values.exporter" in exporter
+    # read alone, the dependency it does not vendor leaves the tag unknown
+    assert cache.startswith("values cache.image: its tag is the cache chart's default")
+    lib, sub, cache_dependency = chart.dependencies
     assert (lib.name, lib.version, lib.vendored) == ("lib", "^1.0.0", False)
     assert (sub.name, sub.vendored) == ("sub", True)
+    assert (cache_dependency.name, cache_dependency.vendored) == ("cache", False)
+
+
+def test_a_dependency_beside_its_chart_is_read_with_the_values_it_is_given() -> None:
+    """A dependency fetched beside its chart (not vendored) was read alone: web gives
+    cache its repository and leaves the tag to cache, which Helm renders as
+    reg.example/team/docker:v3; read alone, cache named docker.io/unused/default:v3,
+    an image web never runs, and web's own values left the tag unknown."""
+    images = Images(
+        "reg.example/team/app:v1",
+        "reg.example/team/sidecar:v2",
+        "reg.example/team/multi:v1",
+        "reg.example/team/docker:v3",
+    )
+    web_package, cache_package = web_chart(images, repo="https://x/"), cache_chart(images)
+    web, lib, cache = read_chart_family(
+        [(web_package, "web.tgz"), (lib_chart("1.1.0"), "lib.tgz"), (cache_package, "cache.tgz")]
+    )
+    rendered = {image.path: image.reference for image in web.images}
+    assert rendered[("cache", "image")] == images.docker
+    (warning,) = web.warnings  # the exporter's: the cache tag is cache's own
+    assert ".Values.exporter" in warning
+    assert cache.images == () and cache.warnings == ()  # its images are web's
+    assert (cache.name, cache.version) == ("cache", "1.0.0")
+    assert lib.images == ()
+    # a dependency whose condition is off renders nothing, read beside its chart too
+    off = package(
+        "top",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: top\nversion: 1.0.0\ndependencies:\n"
+            "- {name: cache, version: 1.0.0, condition: cache.enabled}\n",
+            "values.yaml": "cache:\n  enabled: false\n",
+        },
+    )
+    top, cache = read_chart_family([(off, "top.tgz"), (cache_package, "cache.tgz")])
+    assert top.image_references == [] and cache.image_references == []
+    # a chart nothing here depends on is read alone, as before
+    (alone,) = read_chart_family([(cache_package, "cache.tgz")])
+    assert alone.image_references == ["docker.io/unused/default:v3"]
 
 
 # the Cluster API operator chart's deployment.yaml, as released (hack/charts): each
@@ -1254,7 +1309,13 @@ def chart_bundle(
     prov = sign_provenance(gnupg, WEB_PROV_CHART, "web-1.2.0.tgz", web)
     release_server.add_plain("helm-repo/web-1.2.0.tgz", web)
     release_server.add_plain("helm-repo/web-1.2.0.tgz.prov", prov)
+    cache = cache_chart(images)
+    release_server.add_plain("helm-repo/cache-1.0.0.tgz", cache)
     entries: dict[str, list[dict[str, object]]] = {"web": [], "lib": []}
+    entries["cache"] = [
+        {"name": "cache", "version": "1.0.0", "digest": hashlib.sha256(cache).hexdigest(),
+         "urls": ["cache-1.0.0.tgz"]}
+    ]  # fmt: skip
     entries["web"].append(
         {
             "name": "web",
@@ -1319,6 +1380,7 @@ def test_collect_carries_charts_byte_for_byte(
         "charts/web/1.2.0/web-1.2.0.tgz",
         "charts/web/1.2.0/web-1.2.0.tgz.prov",
         "charts/web/1.2.0/lib-1.1.0.tgz",  # ^1.0.0, highest: not 2.0.0
+        "charts/web/1.2.0/cache-1.0.0.tgz",  # read with what web gives it, not alone
     ]
     images = chart_bundle.images
     assert set(web["images"]) == {
@@ -1573,6 +1635,14 @@ def test_import_pushes_oci_helm_charts_and_writes_values(
     values = yaml.safe_load((out / "charts/web/values-airgap.yaml").read_text())
     assert values["image"]["registry"] == registry.host
     assert values["image"]["digest"].startswith("sha256:")
+    # the dependency web does not vendor, pointed at the mirror through web's values
+    cache = parse_reference(
+        f"{values['cache']['image']['repository']}:{values['cache']['image']['tag']}"
+    )
+    assert (cache.registry, cache.repository) == (
+        registry.host,
+        f"mirror/{parse_reference(chart_bundle.images.docker).repository}",
+    )
     controller = values["controller"]["image"]  # its registry beside it: the merge's wins
     assert controller["registry"] == registry.host and controller["digest"].startswith("sha256:")
     for reference in (
@@ -1626,7 +1696,7 @@ def test_status_asks_for_every_chart_and_names_a_lost_layer(
     assert result.returncode == 0, result.stdout
     available = json.loads(result.stdout)["conditions"][0]
     assert available["reason"] == "AllPresent"
-    assert "and 3 artifacts present" in available["message"]  # web, lib, ocichart
+    assert "and 4 artifacts present" in available["message"]  # web, lib, cache, ocichart
     layer = sha256_digest(chart_bundle.web)
     registry.blob_path(layer).unlink()
     result = run_airgap(*status)

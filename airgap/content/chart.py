@@ -12,7 +12,7 @@ unpacked in memory within Helm's own bounds (100 MiB unpacked, 5 MiB per file).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from airgap.content.chartvalues import (
     values_images,
     values_overrides,
 )
+from airgap.content.constraints import satisfies
 from airgap.errors import InputError
 from airgap.limits import MAX_CHART_FILE_BYTES, MAX_CHART_MEMBERS, MAX_CHART_UNPACKED_BYTES
 from airgap.reference import parse_reference
@@ -38,6 +39,7 @@ __all__ = [
     "ChartImage",
     "Dependency",
     "read_chart",
+    "read_chart_family",
     "values_images",
     "values_overrides",
 ]
@@ -128,7 +130,53 @@ def _metadata(files: dict[str, str], source: str) -> dict[Any, Any]:
     return metadata
 
 
-def _parse(chart: _Unpacked, depth: int, given: Any = None) -> Chart:
+# a chart's dependency as Chart.yaml declares it -> the package it resolves to, if any
+Resolve = Callable[[str, str], "_Unpacked | None"]
+
+
+def read_chart_family(packages: Sequence[tuple[bytes, str]]) -> list[Chart]:
+    """The charts of one entry (its chart first, then the dependencies fetched beside
+    it, as collect carries them), each ``(package, source)``, read as Helm renders
+    them: a dependency not vendored under ``charts/`` is read with the values its
+    parent gives it, like a vendored one, and its images are the parent's (under its
+    key). A dependency read so comes back with no image of its own: read alone, its
+    defaults would name images the parent replaces (Argo CD sets redis-ha's haproxy
+    repository and leaves the tag to redis-ha), or that a disabled dependency never
+    runs."""
+    units = [_Unpacked.of(data, source) for data, source in packages]
+    alone = [_parse(unit, 0) for unit in units]
+
+    def resolve(name: str, constraint: str) -> _Unpacked | None:
+        for unit, chart in zip(units, alone, strict=True):
+            if chart.name == name and _meets(chart.version, constraint):
+                return unit
+        return None
+
+    # the entry's own chart is read as the top even where another names it
+    read_within: set[int] = set()
+    for chart in alone:
+        for dependency in chart.dependencies:
+            found = None if dependency.vendored else resolve(dependency.name, dependency.version)
+            if found is not None and found is not units[0]:
+                read_within.add(id(found))
+    return [
+        replace(chart, images=(), literal_images=(), warnings=())
+        if id(unit) in read_within
+        else _parse(unit, 0, resolve=resolve)
+        for unit, chart in zip(units, alone, strict=True)
+    ]
+
+
+def _meets(version: str, constraint: str) -> bool:
+    try:
+        return not constraint.strip() or satisfies(version, constraint)
+    except InputError:  # a constraint Helm would refuse matches nothing
+        return False
+
+
+def _parse(
+    chart: _Unpacked, depth: int, given: Any = None, resolve: Resolve | None = None
+) -> Chart:
     files, source = chart.files, chart.source
     metadata = _metadata(files, source)
     name, version = metadata["name"], metadata["version"]
@@ -146,16 +194,17 @@ def _parse(chart: _Unpacked, depth: int, given: Any = None) -> Chart:
     hints = ValuesHints.read(templates)
     enabled = _dependency_keys(metadata, values)
     aliases = _aliases(metadata)
-    subcharts = [_subchart(sub, depth, values, aliases) for sub in _vendored(chart, depth)]
-    # what Helm gives a vendored subchart is read with it, not here (its own defaults
-    # and appVersion apply there): its key is read here as a dependency switched off
+    subcharts = [_subchart(sub, depth, values, aliases, resolve) for sub in _vendored(chart, depth)]
+    vendored = {sub.name for sub in subcharts}
+    subcharts += _resolved(metadata, vendored, depth, values, aliases, resolve)
+    # what Helm gives a subchart is read with it, not here (its own defaults and
+    # appVersion apply there): its key is read here as a dependency switched off
     read_here = enabled | {aliases.get(sub.name, sub.name): False for sub in subcharts}
     images = list(images_in_values(values, app, warnings, global_registry, hints, read_here))
     found = template_images(templates, values, images, warnings)
     images = [image for image in images + found.direct if image.path not in found.test_only]
     literal = found.literal
     literal += _annotation_images(metadata, source, warnings)
-    vendored = {sub.name for sub in subcharts}
     dependencies = tuple(_dependencies(metadata, vendored, source))
     for sub in subcharts:
         key = aliases.get(sub.name, sub.name)
@@ -292,16 +341,51 @@ def _vendored(chart: _Unpacked, depth: int) -> list[_Unpacked]:
     return found
 
 
-def _subchart(sub: _Unpacked, depth: int, values: Any, aliases: dict[str, str]) -> Chart:
-    """A vendored subchart with what Helm gives it: the parent's values under its key
-    (its alias, else its name) and the parent's ``global``, over its own defaults."""
+def _resolved(
+    metadata: dict[Any, Any],
+    vendored: set[str],
+    depth: int,
+    values: Any,
+    aliases: dict[str, str],
+    resolve: Resolve | None,
+) -> list[Chart]:
+    """The dependencies not vendored whose packages ``resolve`` finds, each read as a
+    subchart (``MAX_SUBCHART_DEPTH`` deep at most, which also ends a cycle)."""
+    entries = metadata.get("dependencies")
+    if resolve is None or depth + 1 >= MAX_SUBCHART_DEPTH or not isinstance(entries, list):
+        return []
+    found: list[Chart] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        if entry["name"] in vendored:
+            continue
+        unit = resolve(entry["name"], str(entry.get("version") or ""))
+        if unit is None:
+            continue
+        try:
+            found.append(_subchart(unit, depth, values, aliases, resolve))
+        except InputError:  # too deep from here (it was read alone): left to the parent
+            continue
+    return found
+
+
+def _subchart(
+    sub: _Unpacked,
+    depth: int,
+    values: Any,
+    aliases: dict[str, str],
+    resolve: Resolve | None = None,
+) -> Chart:
+    """A subchart with what Helm gives it: the parent's values under its key (its
+    alias, else its name) and the parent's ``global``, over its own defaults."""
     name = _metadata(sub.files, sub.source)["name"]
     parent = values if isinstance(values, dict) else {}
     given = parent.get(aliases.get(name, name))
     given = dict(given) if isinstance(given, dict) else {}
     if isinstance(parent.get("global"), dict):
         given["global"] = coalesced(given.get("global"), parent["global"])
-    return _parse(sub, depth + 1, given)
+    return _parse(sub, depth + 1, given, resolve)
 
 
 def _unpack(package: bytes, source: str) -> bytes:

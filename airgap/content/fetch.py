@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from airgap.content.chart import read_chart
+from airgap.content.chart import read_chart_family
 from airgap.content.helm import ChartSource, PoolFactory, chart_source, fetch_chart
 from airgap.content.kinds import ADDONS_DIR, ContentKind, ContentSpec, is_chart, is_manifest
 from airgap.content.urlfile import URLFileSource
@@ -173,16 +173,17 @@ def _select(
 
 def discover(kind: ContentKind, files: Iterable[Path], who: str) -> tuple[list[str], list[str]]:
     """Images every file runs: manifests like components (templates leniently: an
-    image only a variable names is reported, not carried), charts from their values."""
+    image only a variable names is reported, not carried), charts as Helm renders them
+    (a dependency with what its parent gives it: ``read_chart_family``)."""
     images: dict[str, None] = {}
     unresolved: list[str] = []
+    charts = [(_read_bytes(path), f"{path.name} of {who}") for path in files if is_chart(path.name)]
+    for chart, (_data, origin) in zip(read_chart_family(charts), charts, strict=True):
+        images.update(dict.fromkeys(chart.image_references))
+        unresolved.extend(f"{origin}: {warning}" for warning in chart.warnings)
     for path in files:
         origin = f"{path.name} of {who}"
-        if is_chart(path.name):
-            chart = read_chart(_read_bytes(path), origin)
-            images.update(dict.fromkeys(chart.image_references))
-            unresolved.extend(f"{origin}: {warning}" for warning in chart.warnings)
-        elif is_manifest(path.name):
+        if is_manifest(path.name):
             text = utf8_text(_read_bytes(path), str(path))
             if kind is ContentKind.TEMPLATES:
                 found, problems = lenient_images(text, origin)

@@ -78,7 +78,7 @@ def _rewrite(
 ) -> RewrittenContent:
     # the chart and YAML readers load with the first content record, not with the
     # module: most bundles carry none, and a re-import of one never needs them
-    from airgap.content.chart import read_chart, values_overrides
+    from airgap.content.chart import read_chart_family, values_overrides
     from airgap.providers.components import lenient_images, parse_components
     from airgap.rewrite.references import rewrite_images
 
@@ -86,13 +86,18 @@ def _rewrite(
     allowed = targets.allowed()
     files: dict[str, bytes] = {}
     values: dict[str, dict[str, Any]] = {}
+    # charts are read together, as collect read them: a dependency with what its
+    # parent gives it
+    packages = {path: read(path) for path in record.files if is_chart(path.rsplit("/", 1)[1])}
+    family = read_chart_family([(data, path) for path, data in packages.items()])
+    charts = dict(zip(packages, family, strict=True))
     for path in record.files:
         name = path.rsplit("/", 1)[1]
-        data = read(path)
-        if is_chart(name):
-            files[name] = data
-            values[name] = values_overrides(read_chart(data, path), targets.target)
+        if path in charts:
+            files[name] = packages[path]
+            values[name] = values_overrides(charts[path], targets.target)
             continue
+        data = read(path)
         if name.endswith(PROVENANCE_SUFFIX):  # a chart's signature travels as it came
             files[name] = data
             continue

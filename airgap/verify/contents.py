@@ -67,8 +67,14 @@ def check_contents(
                     "templates of an infrastructure provider version the bundle lacks",
                 )
             )
-        for path in content.files:
-            failures.extend(_check_file(content, kind, path, read, present, files, owners, digests))
+        found = [
+            failure
+            for path in content.files
+            for failure in _check_file(content, kind, path, read, present, files, owners, digests)
+        ]
+        failures += found
+        if kind is ContentKind.CHARTS and not found:
+            failures += _check_chart_images(content, read)
         for image in content.images:
             if image not in listed:
                 failures.append(
@@ -119,9 +125,24 @@ def _check_file(
                 f"{path} holds chart {chart.name} {chart.version}, not what its name says",
             )
         ]
-    missing = [image for image in chart.image_references if image not in content.images]
-    if missing:
-        return [Failure("content", subject, f"{path} names image {missing[0]} the record lacks")]
+    return []
+
+
+def _check_chart_images(content: ContentRecord, read: ReadMember) -> list[Failure]:
+    """Every image the record's charts render, read as collect read them (a dependency
+    with the values its parent gives it), is one the record lists."""
+    from airgap.content.chart import read_chart_family  # start-up: yaml, only for a chart
+
+    paths = [path for path in content.files if is_chart(path)]
+    try:
+        charts = read_chart_family([(read(path), path) for path in paths])
+    except InputError as exc:  # each package alone was one: a dependency read within
+        return [Failure("content", describe(content), f"is not a chart package: {exc}")]
+    for path, chart in zip(paths, charts, strict=True):
+        missing = [image for image in chart.image_references if image not in content.images]
+        if missing:
+            why = f"{path} names image {missing[0]} the record lacks"
+            return [Failure("content", describe(content), why)]
     return []
 
 
