@@ -899,6 +899,9 @@ def test_a_dependency_is_read_as_helm_enables_it_and_never_with_this_charts_tags
     files["values.yaml"] = ARGO_CD_VALUES.replace("monitoring: false", "monitoring: true")
     chart = read_chart(package("argo-cd", files), "argo-cd.tgz")
     assert "docker.io/team/metrics:v1" in chart.image_references
+    # the global the subchart is given is not its image: argo-cd's server is argo-cd's
+    assert chart.image_references.count("quay.io/argoproj/argocd:v3.4.4") == 1
+    assert not [warning for warning in chart.warnings if "global" in warning]
     # a tag holding anything but a boolean decides nothing (fuzzing: a mapping there
     # was a TypeError)
     files["values.yaml"] = ARGO_CD_VALUES.replace("monitoring: false", "monitoring: {a: 1}")

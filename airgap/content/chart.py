@@ -200,6 +200,10 @@ def _parse(
     # what Helm gives a subchart is read with it, not here (its own defaults and
     # appVersion apply there): its key is read here as a dependency switched off
     read_here = enabled | {aliases.get(sub.name, sub.name): False for sub in subcharts}
+    if isinstance(given, dict) and "global" in given:
+        # the parent's global reaches this chart's templates, but the images in it are
+        # the parent's (Argo CD's global.image is its own server, not redis-ha's)
+        read_here["global"] = False
     images = list(images_in_values(values, app, warnings, global_registry, hints, read_here))
     found = template_images(templates, values, images, warnings)
     images = [image for image in images + found.direct if image.path not in found.test_only]
