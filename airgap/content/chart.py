@@ -87,14 +87,14 @@ class Chart:
         return list(dict.fromkeys(found))
 
 
-def read_chart(package: bytes, source: str, *, depth: int = 0) -> Chart:
+def read_chart(package: bytes, source: str) -> Chart:
     """Parse a chart package; InputError (naming ``source``) when it is not one.
 
     Vendored subcharts (``charts/NAME/`` directories and ``charts/*.tgz`` packages, at
     most ``MAX_SUBCHART_DEPTH`` deep) are read too, with the values Helm gives them (the
     parent's under their name, and its ``global``, over their own): their images are
     found under their name in the parent's values, as Helm passes them down."""
-    return _parse(_Unpacked.of(package, source), depth)
+    return _parse(_Unpacked.of(package, source), 0)
 
 
 @dataclass(frozen=True)
@@ -152,19 +152,24 @@ def read_chart_family(packages: Sequence[tuple[bytes, str]]) -> list[Chart]:
                 return unit
         return None
 
-    # the entry's own chart is read as the top even where another names it
-    read_within: set[int] = set()
-    for chart in alone:
-        for dependency in chart.dependencies:
-            found = None if dependency.vendored else resolve(dependency.name, dependency.version)
-            if found is not None and found is not units[0]:
-                read_within.add(id(found))
-    return [
-        replace(chart, images=(), literal_images=(), warnings=())
-        if id(unit) in read_within
-        else _parse(unit, 0, resolve=resolve)
-        for unit, chart in zip(units, alone, strict=True)
+    # what each chart's dependencies not vendored resolve to, beside it
+    found = [
+        [resolve(d.name, d.version) for d in chart.dependencies if not d.vendored]
+        for chart in alone
     ]
+    # the entry's own chart is read as the top even where another names it
+    read_within = {id(unit) for resolved in found for unit in resolved if unit is not None}
+    if units:
+        read_within.discard(id(units[0]))
+    charts: list[Chart] = []
+    for unit, chart, resolved in zip(units, alone, found, strict=True):
+        if id(unit) in read_within:
+            charts.append(replace(chart, images=(), literal_images=(), warnings=()))
+        elif any(resolved):
+            charts.append(_parse(unit, 0, resolve=resolve))
+        else:  # nothing beside it is its dependency: as read alone
+            charts.append(chart)
+    return charts
 
 
 def _meets(version: str, constraint: str) -> bool:
@@ -195,8 +200,8 @@ def _parse(
     enabled = _dependency_keys(metadata, values)
     aliases = _aliases(metadata)
     subcharts = [_subchart(sub, depth, values, aliases, resolve) for sub in _vendored(chart, depth)]
-    vendored = {sub.name for sub in subcharts}
-    subcharts += _resolved(metadata, vendored, depth, values, aliases, resolve)
+    dependencies = tuple(_dependencies(metadata, {sub.name for sub in subcharts}, source))
+    subcharts += _resolved(dependencies, depth, values, aliases, resolve)
     # what Helm gives a subchart is read with it, not here (its own defaults and
     # appVersion apply there): its key is read here as a dependency switched off
     read_here = enabled | {aliases.get(sub.name, sub.name): False for sub in subcharts}
@@ -209,7 +214,6 @@ def _parse(
     images = [image for image in images + found.direct if image.path not in found.test_only]
     literal = found.literal
     literal += _annotation_images(metadata, source, warnings)
-    dependencies = tuple(_dependencies(metadata, vendored, source))
     for sub in subcharts:
         key = aliases.get(sub.name, sub.name)
         if enabled.get(key) is False:  # its condition is off: Helm renders none of it
@@ -346,8 +350,7 @@ def _vendored(chart: _Unpacked, depth: int) -> list[_Unpacked]:
 
 
 def _resolved(
-    metadata: dict[Any, Any],
-    vendored: set[str],
+    dependencies: tuple[Dependency, ...],
     depth: int,
     values: Any,
     aliases: dict[str, str],
@@ -355,16 +358,11 @@ def _resolved(
 ) -> list[Chart]:
     """The dependencies not vendored whose packages ``resolve`` finds, each read as a
     subchart (``MAX_SUBCHART_DEPTH`` deep at most, which also ends a cycle)."""
-    entries = metadata.get("dependencies")
-    if resolve is None or depth + 1 >= MAX_SUBCHART_DEPTH or not isinstance(entries, list):
+    if resolve is None or depth + 1 >= MAX_SUBCHART_DEPTH:
         return []
     found: list[Chart] = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            continue
-        if entry["name"] in vendored:
-            continue
-        unit = resolve(entry["name"], str(entry.get("version") or ""))
+    for dependency in dependencies:
+        unit = None if dependency.vendored else resolve(dependency.name, dependency.version)
         if unit is None:
             continue
         try:

@@ -224,9 +224,9 @@ def _sibling_image(node: dict[str, Any], global_registry: str | None) -> tuple[s
     if isinstance(registry, str) and registry.strip():
         text = f"{registry.strip().rstrip('/')}/{text}"
     text += f":{str(tag).strip()}"
-    digest = node.get("digest")
-    if isinstance(digest, str) and digest.strip():  # ingress-nginx renders tag@digest
-        text += f"@{digest.strip()}"
+    digest = _digest_of(node)
+    if digest:  # ingress-nginx renders tag@digest
+        text += f"@{digest}"
     try:
         return str(parse_reference(text)), tag_key
     except InputError:
