@@ -34,6 +34,8 @@ DEFAULT_INTERVAL = 5.0
 
 @dataclass
 class _Counter:
+    """One task's byte count, for the bar or the periodic lines."""
+
     description: str
     total: int
     completed: int = 0

@@ -89,6 +89,10 @@ def _version(version: str | None, contract: str | None) -> dict[str, str] | None
 
 @dataclass(frozen=True)
 class ImageChange:
+    """One image that differs between two bundles, by its reference; a removed image of
+    the same repository is listed in ``replaces`` so that an upgrade reads as one
+    change, not two."""
+
     reference: str
     change: str  # added, removed, changed (digest)
     old_digest: str | None = None
@@ -144,6 +148,9 @@ class BlobChange:
 
 @dataclass(frozen=True)
 class BundleDiff:
+    """What ``airgap diff`` found between two bundles: what a reviewer approves before a
+    trip, and the bytes the trip costs."""
+
     old: Side
     new: Side
     providers: list[VersionChange]

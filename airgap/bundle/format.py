@@ -185,6 +185,9 @@ class ProviderImageRecord:
 
 @dataclass(frozen=True)
 class ProviderRecord:
+    """One provider release in the bundle: the operator kind and clusterctl label import
+    emits it under, and where its files are."""
+
     name: str
     type: str  # the operator kind: CoreProvider, InfrastructureProvider, ...
     version: str
@@ -219,6 +222,9 @@ class ContentRecord:
 
 @dataclass(frozen=True, slots=True)
 class ImageRecord:
+    """One image as the bundle holds it, named in the layout's ``index.json`` by
+    ``reference``; the digest is what import pushes and every output pins."""
+
     reference: str  # the normalised original reference, also its ref.name in the layout
     digest: str  # digest of the top manifest or index stored in the bundle
     media_type: str
@@ -302,6 +308,10 @@ class TrustRecord:
 
 @dataclass(frozen=True)
 class BundleManifest:
+    """The signed table of contents: every member's sha256 and size, and the records
+    that say what each member is. Nothing in a bundle is trusted unless it is listed
+    here."""
+
     created: str
     tool_version: str
     providers: list[ProviderRecord]

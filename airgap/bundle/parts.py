@@ -124,6 +124,9 @@ def part_sizes(total: int, part_size: int) -> list[int]:
 
 @dataclass(frozen=True)
 class PartRecord:
+    """One part file of a split bundle: its size and sha256, so a damaged part is named
+    by itself."""
+
     size: int
     sha256: str
 

@@ -21,6 +21,9 @@ from airgap.names import shown
 
 @dataclass(frozen=True)
 class BundleHead:
+    """A bundle's first two members as bytes, unparsed until the signature over them has
+    been checked."""
+
     manifest_bytes: bytes
     signature: bytes
 

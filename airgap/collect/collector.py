@@ -75,6 +75,8 @@ MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second a datetime 
 
 @dataclass(frozen=True)
 class CollectResult:
+    """What a collect wrote, for the summary and ``--format json``."""
+
     output: Path
     manifest: BundleManifest
     seconds: float

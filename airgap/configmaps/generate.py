@@ -24,6 +24,9 @@ SOURCES = ("selector", "oci")
 
 @dataclass(frozen=True)
 class ProviderOutputOptions:
+    """How the operator's objects are written: shared by ``import --output-dir`` and
+    ``configmaps``, which must emit the same files."""
+
     output_dir: Path
     namespace: str | None = None
     provider_source: str = "selector"
@@ -36,6 +39,9 @@ class ProviderOutputOptions:
 
 @dataclass(frozen=True)
 class ProviderOutputs:
+    """The operator's objects as files, and the required variables nobody gave a value
+    for (reported, never guessed)."""
+
     files: dict[str, bytes]
     # "<Kind> <name>" -> required variables nobody gave a value for (names only)
     missing: dict[str, list[str]] = field(default_factory=dict)

@@ -299,6 +299,9 @@ def _extends_repository(text: str) -> bool:
 
 @dataclass(frozen=True)
 class TemplateFindings:
+    """What a chart's templates say about images, beyond its values: the three ways a
+    rendered image can differ from reading ``values.yaml`` alone."""
+
     literal: list[str]  # images templates write literally
     direct: list[ChartImage]  # values strings templates write as a whole image
     test_only: set[tuple[str, ...]]  # values images only ``helm test`` hooks use

@@ -44,6 +44,9 @@ _KNOWN_SUBPACKETS = frozenset({2, 3, 4, 5, 9, 11, 16, 20, 21, 22, 23, 25, 27, 28
 
 @dataclass(frozen=True)
 class PublicKey:
+    """An OpenPGP v4 public key or subkey, as much of it as checking a chart's ``.prov``
+    needs."""
+
     fingerprint: str  # v4: hex of SHA-1 over the key packet
     algorithm: int
     material: tuple[int, int] | bytes  # RSA (n, e), or the 32-byte Ed25519 point
@@ -55,6 +58,9 @@ class PublicKey:
 
 @dataclass(frozen=True)
 class _Signature:
+    """A v4 signature packet's parts that verification needs; ``issuers`` picks the key
+    without trying each."""
+
     algorithm: int
     hash_algorithm: int
     trailer: bytes  # what is hashed after the text

@@ -71,6 +71,9 @@ CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
 
 @dataclass(frozen=True)
 class ImportOptions:
+    """Everything an import depends on besides the bundle; the outputs' record keys on
+    it (``outputs_key``)."""
+
     target: Target
     output_dir: Path | None = None
     keep_registry: bool = False
@@ -126,6 +129,9 @@ class ImportOptions:
 
 @dataclass(frozen=True)
 class ImportResult:
+    """What an import did: the summary, ``import-report.json`` and ``--format json`` are
+    made from it."""
+
     bundle: VerifiedBundle
     mappings: list[Mapping]
     stats: PushStats | None

@@ -53,6 +53,9 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 @dataclass(frozen=True)
 class Condition:
+    """A ClusterOperator-style condition; its transition time stays unless its status
+    changes, so watchers see real transitions."""
+
     type: str
     status: str
     reason: str

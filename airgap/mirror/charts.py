@@ -26,6 +26,9 @@ from airgap.rewrite.mapping import Target
 
 @dataclass(frozen=True)
 class PushedChart:
+    """A chart as import pushed it (``TARGET/charts/NAME:VERSION``): what the import's
+    conditions count among the artifacts it placed."""
+
     name: str
     version: str
     reference: str  # HOST/PREFIX/charts/NAME:TAG

@@ -38,6 +38,9 @@ _EMBEDDING_KINDS = frozenset({"ConfigMap", "Secret", *(t.kind for t in ProviderT
 
 @dataclass(frozen=True)
 class Dangling:
+    """A reference an output names that the target cannot resolve: the install would
+    fail to pull it."""
+
     reference: str
     where: str  # the first output file naming it
     why: str

@@ -73,6 +73,9 @@ class ProfileMetadata:
 
 @dataclass(frozen=True)
 class Profile:
+    """One profile directory of a provider image's ``/capi-operator-manifests``: its
+    metadata and its manifests' text."""
+
     name: str
     metadata: ProfileMetadata
     manifests: str

@@ -35,6 +35,9 @@ TOKEN_USERNAME = "<token>"  # noqa: S105 (docker's username for an identity toke
 
 @dataclass(frozen=True)
 class Credentials:
+    """A username and password (or identity token) for one registry host; the repr never
+    shows the secret."""
+
     username: str
     password: str
     identity_token: str | None = None  # an OAuth2 refresh token (docker's identitytoken)

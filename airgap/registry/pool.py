@@ -40,6 +40,9 @@ class RegistryOptions(Protocol):
 
 @dataclass(frozen=True)
 class EndpointOptions:
+    """How to reach one registry host: the settings a spec's ``registries`` or import's
+    flags give it."""
+
     mirror: str | None = None
     ca_file: str | None = None
     plain_http: bool = False

@@ -85,6 +85,9 @@ def target_repository(source: Reference, target: Target, keep_registry: bool) ->
 
 @dataclass(frozen=True)
 class Mapping:
+    """Where one bundle image goes on the target: the same tag and digest under the
+    target's host and prefix."""
+
     source: Reference
     target: Reference  # same tag and digest as the bundle holds
 

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RewrittenProvider:
+    """A provider's components with every image pointed at the target, parsed once for
+    the outputs built from it."""
+
     record: ProviderRecord
     components_name: str  # file name of the components file
     components: str  # rewritten text

@@ -38,6 +38,9 @@ from airgap.supplychain.formats import Via, referrer_descriptor, referrers_tag
 
 @dataclass(frozen=True)
 class StoredManifest:
+    """A manifest served from memory, as the bytes verification hashed, so its digest
+    holds by construction."""
+
     digest: str
     media_type: str
     data: bytes
@@ -69,6 +72,9 @@ class AmbiguousName(Exception):
 
 @dataclass
 class Catalog:
+    """Every repository, tag and manifest ``serve`` answers for, built once from the
+    verified bundle."""
+
     full: dict[str, Repository] = field(default_factory=dict)  # host-element/path
     by_path: dict[str, list[Repository]] = field(default_factory=dict)  # path only
     manifests: dict[str, StoredManifest] = field(default_factory=dict)

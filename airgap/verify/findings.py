@@ -9,6 +9,9 @@ from airgap.textfmt import printable
 
 @dataclass(frozen=True)
 class Failure:
+    """One thing verification found wrong; a report lists them all rather than stopping
+    at the first."""
+
     kind: str  # signature, tar, member, layout, image, provider, policy
     subject: str  # the member, image, provider or rule concerned
     message: str

@@ -58,6 +58,9 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 @dataclass(frozen=True)
 class RuleResult:
+    """The outcome of one policy rule, with what broke it, for the report and ``--format
+    json``."""
+
     rule: str
     passed: bool
     offending: list[str] = field(default_factory=list)
@@ -78,6 +81,9 @@ class RuleResult:
 
 @dataclass(frozen=True)
 class Policy:
+    """A compliance team's rules for a bundle (``--policy``); a rule left out is not
+    checked."""
+
     allowed_registries: tuple[str, ...] | None = None
     require_digests: bool = False
     forbidden_tags: tuple[str, ...] = ()

@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # start-up: policy imports cosign, x509 and yaml; a plain ver
 
 @dataclass(frozen=True)
 class Report:
+    """Verification and policy together: what ``airgap verify`` prints and exits by."""
+
     bundle: VerifiedBundle
     policy: list[RuleResult]
     signature_checked: bool

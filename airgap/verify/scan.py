@@ -221,6 +221,9 @@ class Members(Mapping[str, Member]):
 
 @dataclass
 class ScanResult:
+    """What one pass over the tar learned: where each member is, what failed, and the
+    manifest once its signature holds."""
+
     # the signed manifest's bytes, kept only until it is parsed (a 2,000-image bundle's
     # manifest is ~2 MiB): later readers re-read them at ``manifest_at`` and check them
     # against ``manifest_sha256``
