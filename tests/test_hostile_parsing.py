@@ -450,14 +450,21 @@ def test_messages_quote_outside_input_briefly(
     sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
 ) -> None:
     """A value echoed in a message is cut short (80 characters), and the CLI bounds any
-    error line: a file passed by mistake is never printed whole (it may hold secrets)."""
+    error line; a file passed as the spec by mistake (a key, a token file: it may hold
+    secrets) is described, and not one character of it is printed."""
     key = capi_bundle.key
-    secret = "token-" + "s" * 20_000
-    spec = work / "token.txt"
-    spec.write_text(secret + "\n")
-    outcome = sandbox.run("collect", spec, "--sign-key", key.private, "-o", work / "o.tar")
-    line = assert_one_line(outcome, (2,), f"{spec}:1: must be a mapping, not 'token-ssss")
-    assert len(line) < 300, line
+    token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    for name, text in (
+        ("token.txt", "token-" + "s" * 20_000),
+        ("token.env", f"GITHUB_TOKEN={token}"),
+        ("signing.key", key.private.read_text()),
+    ):
+        spec = work / name
+        spec.write_text(text + "\n")
+        outcome = sandbox.run("collect", spec, "--sign-key", key.private, "-o", work / "o.tar")
+        line = assert_one_line(outcome, (2,), f"{spec}:1: must be a mapping, not text")
+        secrets = ("token-", token, "GITHUB_TOKEN", "PRIVATE KEY", *text.splitlines()[1:2])
+        assert not any(secret in line for secret in secrets), line
     provider = capi_bundle.manifest.providers[0]
     metadata = yaml.safe_load(_member(capi_bundle.path, provider.metadata))
     metadata["releaseSeries"][0]["major"] = ["x" * 100] * 3000

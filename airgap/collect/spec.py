@@ -474,7 +474,10 @@ class _SpecReader:
     ) -> dict[str, tuple[Node, Node]]:
         """Keys of a mapping node (with key and value nodes); unknown keys are errors."""
         if not isinstance(node, MappingNode):
-            raise self.error(node, where, f"must be a mapping, not {_describe(node)}")
+            # the document itself is described, never quoted: a file given as the spec
+            # by mistake (a private key, a token file) is not printed, not even in part
+            shown_as = _describe(node, quote=bool(where))
+            raise self.error(node, where, f"must be a mapping, not {shown_as}")
         result: dict[str, tuple[Node, Node]] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag == _NULL_TAG:
@@ -554,7 +557,8 @@ def _is_null(node: Node) -> bool:
     return isinstance(node, ScalarNode) and node.tag == _NULL_TAG
 
 
-def _describe(node: Node) -> str:
+def _describe(node: Node, *, quote: bool = True) -> str:
+    """What a node is, for a type error; its value quoted (briefly) only if ``quote``."""
     if isinstance(node, MappingNode):
         return "a mapping"
     if isinstance(node, SequenceNode):
@@ -562,9 +566,12 @@ def _describe(node: Node) -> str:
     if isinstance(node, ScalarNode):
         if node.tag == _NULL_TAG:
             return "empty"
+        kind = node.tag.rsplit(":", 1)[-1]
+        if not quote:
+            return "text" if node.tag == _STR_TAG else f"a value of type {kind}"
         if node.tag == _STR_TAG:
             return f"{shown(node.value)}"
-        return f"{node.tag.rsplit(':', 1)[-1]} {shown(node.value)}"
+        return f"{kind} {shown(node.value)}"
     return "an unknown node"
 
 
