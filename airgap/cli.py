@@ -145,7 +145,7 @@ class WrittenPath(click.Path):
 
 authfile_option = click.option(
     "--authfile",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="Credentials file (podman/skopeo auth.json or docker config.json) to read "
     "instead of REGISTRY_AUTH_FILE, containers' auth.json and docker's config.",
 )

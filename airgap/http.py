@@ -271,10 +271,15 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def describe_transport_error(exc: httpx.TransportError, url: str | httpx.URL) -> NetworkError:
-    """Turn an httpx transport failure into a one-line NetworkError or TLSError."""
+def describe_transport_error(
+    exc: httpx.TransportError, url: str | httpx.URL, asked: str | httpx.URL | None = None
+) -> NetworkError:
+    """Turn an httpx transport failure into a one-line NetworkError or TLSError; ``url``
+    is where it failed, ``asked`` the URL requested when a redirect led elsewhere."""
     proxy = proxies.proxy_for(url)  # whatever went wrong went wrong through it: name it
     target = f"{redact_url(url)} through proxy {proxy}" if proxy else redact_url(url)
+    if asked is not None and str(asked) != str(url):
+        target += f" (redirected from {redact_url(asked)})"
     text = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.ProxyError):
         return NetworkError(f"{target}: the proxy refused ({_short(text)}); see NO_PROXY")
@@ -391,7 +396,16 @@ def send(
                 f"({_short(str(exc) or type(exc).__name__)})"
             ) from None
     assert last_exc is not None
-    raise describe_transport_error(last_exc, request.url) from None
+    raise describe_transport_error(last_exc, _failed_url(last_exc, request), request.url) from None
+
+
+def _failed_url(exc: httpx.TransportError, sent: httpx.Request) -> httpx.URL:
+    """The URL a transport failure happened on: after a redirect (a release asset's
+    CDN, a blob's storage) not the one asked for."""
+    try:
+        return exc.request.url
+    except RuntimeError:  # raised without its request
+        return sent.url
 
 
 def _buffered(response: httpx.Response, limit: int) -> httpx.Response:

@@ -15,7 +15,6 @@ import httpx
 
 from airgap.errors import InputError
 from airgap.redact import redact_url, scrub
-from airgap.reference import is_loopback_host
 from airgap.textfmt import printable
 
 # httpx mount patterns sent straight to the network (None: the client's own transport)
@@ -40,7 +39,9 @@ def check_environment() -> None:
         try:
             URLPattern(pattern)
             if url is not None:
-                httpx.Proxy(url)
+                port = httpx.Proxy(url).url.port
+                if port is not None and not 0 < port < 65536:
+                    raise ValueError(f"Invalid port: {port} (1 to 65535)")
         except (httpx.InvalidURL, ValueError) as exc:
             problem = printable(scrub(str(exc)))[:200]
             raise InputError(
@@ -77,8 +78,8 @@ def proxy_for(url: object) -> str | None:
         target = httpx.URL(str(url))
     except httpx.InvalidURL:
         return None
-    if is_loopback_host(target.host):
-        return None
+    if any(URLPattern(pattern).matches(target) for pattern in LOOPBACK):
+        return None  # the mounts every client has: these hosts are never proxied
     mounts = [(URLPattern(key), value) for key, value in get_environment_proxies().items()]
     for pattern, proxy in sorted(mounts, key=lambda mount: mount[0]):  # as httpx orders them
         if pattern.matches(target):

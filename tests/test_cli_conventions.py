@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from airgap import __version__
+from airgap.providers.types import ProviderType
 from tests.conftest import PASSWORD, USERNAME
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
@@ -32,8 +33,10 @@ from tests.harness.cli import AIRGAP, assert_clean_failure, collect_args, run_ai
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
+from tests.harness.releases import ReleaseServer, make_release_files
 
 VENV_BIN = Path(sys.executable).parent
+INFRA = ProviderType.INFRASTRUCTURE
 
 
 # -- version, python -m -----------------------------------------------------------------
@@ -306,6 +309,8 @@ def test_an_error_through_a_proxy_names_the_proxy(
         ("http_proxy", "http://proxyuser:proxy-s3cret@host:bad", "Invalid port: 'bad'"),
         ("ALL_PROXY", "a\x1b[2Jb", "non-printable"),
         ("NO_PROXY", "\u0661\u0662", "IDNA"),
+        ("HTTP_PROXY", "http://proxy:99999", "Invalid port: 99999 (1 to 65535)"),
+        ("HTTPS_PROXY", "http://proxy:0", "Invalid port: 0"),
     ],
 )
 def test_a_proxy_variable_httpx_cannot_parse_is_one_line_naming_it(
@@ -323,6 +328,50 @@ def test_a_proxy_variable_httpx_cannot_parse_is_one_line_naming_it(
         result, 2, f"{upper} (or {upper.lower()}) is not a usable proxy setting", problem
     )
     assert "proxy-s3cret" not in line and "\x1b" not in line
+
+
+def test_a_redirect_to_a_proxied_host_names_the_proxy_and_both_urls(
+    tmp_path: Path,
+    signing_key: SigningKey,
+    refusing_proxy: RefusingProxy,
+    release_server: ReleaseServer,
+) -> None:
+    """A release asset redirects, as on github.com, to another host (the fake GitHub's
+    CDN on 127.0.0.2): only 127.0.0.1, localhost and [::1] go direct, so the asset goes
+    through HTTP_PROXY, and its failure names the proxy and the URL it failed on."""
+    if not release_server.cdn_url.startswith("http://127.0.0.2:"):
+        pytest.skip("127.0.0.2 cannot be bound here")
+    owner, repo = release_server.new_repo("proxied")
+    release_server.add_release(
+        owner,
+        repo,
+        "v1.0.0",
+        make_release_files(INFRA, "p-system", ["127.0.0.1:9/never/pulled:v1"], [(1, 0, "v1beta1")]),
+    )
+    provider = {"name": "proxied", "type": "InfrastructureProvider", "version": "v1.0.0"}
+    provider["url"] = release_server.repo_url(owner, repo)
+    spec = write_spec(tmp_path / "spec.yaml", {"providers": [provider]})
+    clean = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: a proxy that cannot be reached
+    for proxy, failure in (
+        (f"http://127.0.0.1:{refusing_proxy.port}", "HTTP 403"),
+        (f"http://127.0.0.1:{closed_port}", "cannot connect"),
+    ):
+        result = subprocess.run(
+            [*AIRGAP, *collect_args(spec, signing_key.private, tmp_path / "o.tar"), "-q"],
+            env={**clean, "HTTP_PROXY": proxy},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        line = assert_clean_failure(result, 1, f"through proxy {proxy} (HTTP_PROXY)", failure)
+        assert release_server.cdn_url in line, line
+        if failure == "cannot connect":  # a transport failure: where the redirect came from
+            assert f"(redirected from {release_server.url}/" in line, line
 
 
 def test_no_proxy_and_loopback_go_direct(

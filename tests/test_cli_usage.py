@@ -39,6 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # -- usage errors ---------------------------------------------------------------------
 
+_NO_AUTHFILE = "Invalid value for '--authfile': File 'nosuch.json' does not exist"
+
 
 @pytest.mark.parametrize(
     ("args", "needle"),
@@ -69,6 +71,10 @@ REPO = Path(__file__).resolve().parent.parent
             ["status", "b.tar", "--no-signature", "--registry", "[::1]:0/x"],
             "port must be 1 to 65535",
         ),
+        # a typo in --authfile's path is not "no credentials" (podman refuses it too)
+        (["collect", "s.yaml", "--authfile", "nosuch.json"], _NO_AUTHFILE),
+        (["import", "b.tar", "--registry", "r/x", "--authfile", "nosuch.json"], _NO_AUTHFILE),
+        (["status", "b.tar", "--registry", "r/x", "--authfile", "nosuch.json"], _NO_AUTHFILE),
     ],
 )
 def test_usage_errors_are_one_line_with_exit_code_2(args: list[str], needle: str) -> None:
