@@ -23,7 +23,7 @@ import pytest
 from airgap.bundle.format import blob_member
 from airgap.oci import Manifest
 from tests.harness import skopeo, tamper
-from tests.harness.cli import AIRGAP, run_airgap
+from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.registry import RegistryFactory, RegistryServer
@@ -328,6 +328,47 @@ def test_an_unreachable_registry_is_unknown(management_bundle: ManagementBundle)
     assert result.returncode == 1
     assert {c["status"] for c in document["conditions"]} == {"Unknown"}
     assert {c["reason"] for c in document["conditions"]} == {"RegistryUnreachable"}
+
+
+def test_an_unreachable_registry_is_not_asked_in_the_text(
+    management_bundle: ManagementBundle,
+) -> None:
+    result = run_airgap(
+        "status",
+        management_bundle.path,
+        "--key",
+        management_bundle.key.public,
+        "--registry",
+        f"127.0.0.1:9/{PREFIX}",
+    )
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0].endswith(f"127.0.0.1:9/{PREFIX}: not asked")
+
+
+def test_what_the_user_gave_is_a_usage_error_not_an_unknown_registry(
+    management_bundle: ManagementBundle, tmp_path: Path, registry_factory: RegistryFactory
+) -> None:
+    """A CA file or credentials file that cannot be used is the user's to fix (exit 2,
+    one line, as import says it), not a registry that could not be asked."""
+    registry = registry_factory("basic")
+    assert registry.ca_file is not None
+    broken = tmp_path / "auth.json"
+    broken.write_text("{not json")
+    for extra, needle in (
+        (("--ca-file", "/dev/null"), "/dev/null"),
+        (("--ca-file", registry.ca_file, "--authfile", broken), "not JSON"),
+    ):
+        result = run_airgap(
+            "status",
+            management_bundle.path,
+            "--key",
+            management_bundle.key.public,
+            "--registry",
+            f"{registry.host}/{PREFIX}",
+            *extra,
+        )
+        assert_clean_failure(result, 2, needle)
+        assert result.stdout == ""
 
 
 def test_closure_failure_names_each_dangling_reference(

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from airgap import phases
 from airgap.bundle.format import BundleManifest
 from airgap.configmaps.variables import VariableValues
-from airgap.errors import AirgapError
+from airgap.errors import AirgapError, InputError
 from airgap.fsutil import write_atomic
 from airgap.importing import outputcache
 from airgap.importing.outputcache import AskedValues, PublishedImage, Recorded
@@ -614,6 +614,7 @@ def status_and_have(
     if previous is not None:
         data = read_small(previous, MAX_REPORT_BYTES, "--previous")
         earlier = previous_transitions(data, f"--previous {previous}")
+    read_ca(options.ca_file)  # unusable: the user's to fix, as import says, before any work
     bundle, mappings = verified_mappings(bundle_path, keys, options)
     manifest = bundle.require_verified()
     trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
@@ -636,6 +637,8 @@ def status_and_have(
                     bundle="sha256:" + hashlib.sha256(bundle.manifest_bytes).hexdigest(),
                     concurrency=options.concurrency,
                 )
+    except InputError:
+        raise  # what the user gave is unusable (a CA file, an authfile): not the registry
     except AirgapError as exc:
         if export_have is not None:
             raise AirgapError(f"cannot export the have-list to {export_have}: {exc}") from None

@@ -359,7 +359,7 @@ def conditions_from(states: Sequence[ImageState], when: str) -> list[Condition]:
             "Available",
             FALSE,
             _what(damaged) + "Damaged" if damaged else _what(missing) + "Missing",
-            f"{total - complete} of {everything} not usable",
+            f"{total - complete} of {total} not usable ({everything})",
             when,
         )
     if missing and something_there:
@@ -378,7 +378,7 @@ def conditions_from(states: Sequence[ImageState], when: str) -> list[Condition]:
             "Degraded",
             TRUE,
             "TagsMoved" if moved else _what(damaged) + "Damaged",
-            f"{_counted(damaged)} of {everything} damaged in the registry: "
+            f"{_counted(damaged)} damaged in the registry (of {everything}): "
             + "; ".join(s.describe() for s in damaged),
             when,
         )
@@ -436,7 +436,8 @@ def import_conditions(
 
 def status_text(status: Status, bundle: str, target: str) -> str:
     """The human report: the conditions, then every image or artifact not complete."""
-    parts = [f"{bundle} against {target}: {_counted(status.states)}"]
+    asked = status.states or status.condition("Available").status != UNKNOWN
+    parts = [f"{bundle} against {target}: {_counted(status.states) if asked else 'not asked'}"]
     parts.append(
         table(
             ["CONDITION", "STATUS", "REASON", "MESSAGE"],
