@@ -36,12 +36,18 @@ import httpx
 
 from airgap.filebody import FileBody
 from airgap.fsutil import FileAt
+from airgap.limits import MAX_LENGTH_DIGITS
 from airgap.pacing import Pacing, ProgressWindow
 
 READ_BYTES = 1 << 20  # asked of the socket per body read
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response
 MAX_HEADER_LINES = 256
 MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions, or one trailer line
+# what a chunked body may spend on framing (size lines, extensions, trailers) beyond one
+# byte per byte of data: a server sending one-byte chunks with 4 KiB extensions, or
+# trailers without end, is cut off instead of read for ever
+CHUNK_FRAMING_ALLOWANCE = MAX_HEAD_BYTES
+MAX_INFORMATIONAL = 5  # 1xx heads before the final one, as Go's client allows
 MAX_IDLE_PER_ORIGIN = 32
 SENDFILE_STEP = 1 << 20  # a file body's bytes per paced sendfile (and progress report)
 _BODYLESS_STATUSES = frozenset({204, 304})
@@ -295,10 +301,14 @@ class _Connection:
     def _read_final_head(
         self, request: httpx.Request
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
-        while True:
+        for _ in range(MAX_INFORMATIONAL + 1):
             status, reason, headers = self._read_head(request)
             if status == 101 or not 100 <= status < 200:
                 return status, reason, headers
+        self.reusable = False
+        raise httpx.RemoteProtocolError(
+            f"more than {MAX_INFORMATIONAL} informational (1xx) responses", request=request
+        )
 
     def _read_head(self, request: httpx.Request) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         while True:
@@ -554,8 +564,11 @@ class _Body(httpx.SyncByteStream):
             yield data
 
     def _chunks(self) -> Iterator[bytes]:
+        framing = CHUNK_FRAMING_ALLOWANCE  # spent on lines, earned back by data
         while True:
             line = self._line()
+            framing -= len(line) + 2
+            self._check_framing(framing)
             size_text = line.split(b";", 1)[0].strip()
             if not size_text or len(size_text) > 16 or not _is_hex(size_text):
                 self._connection.reusable = False
@@ -564,15 +577,26 @@ class _Body(httpx.SyncByteStream):
                 )
             size = int(size_text, 16)
             if size == 0:
-                while self._line():  # trailers, up to the empty line
-                    pass
+                while trailer := self._line():  # trailers, up to the empty line
+                    framing -= len(trailer) + 2
+                    self._check_framing(framing)
                 return
+            framing += size
             yield from self._sized(size)
             if self._line():
                 self._connection.reusable = False
                 raise httpx.RemoteProtocolError(
                     "a chunk not followed by CRLF", request=self._request
                 )
+
+    def _check_framing(self, left: int) -> None:
+        if left < 0:
+            self._connection.reusable = False
+            raise httpx.RemoteProtocolError(
+                f"a chunked body's framing (chunk lines, extensions, trailers) over "
+                f"{CHUNK_FRAMING_ALLOWANCE // 1024} KiB beyond its data",
+                request=self._request,
+            )
 
     def _line(self) -> bytes:
         collected = b""
@@ -640,7 +664,7 @@ def _is_hex(text: bytes) -> bool:
 
 def _is_length(text: bytes) -> bool:
     """A Content-Length value: 1 to 19 ASCII digits (int()-safe, past any real body)."""
-    return 0 < len(text) <= 19 and text.isdigit()
+    return 0 < len(text) <= MAX_LENGTH_DIGITS and text.isdigit()
 
 
 def _origin(url: httpx.URL) -> Origin:

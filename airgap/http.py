@@ -417,10 +417,10 @@ def _buffered(response: httpx.Response, limit: int) -> httpx.Response:
             body = read_body(response, limit, what="")
     finally:
         response.close()
-    headers = [
+    headers = [  # as received: a byte past ASCII is a registry's choice, not an error
         (name, value)
-        for name, value in response.headers.multi_items()
-        if name.lower() != "content-encoding"  # the body is decoded already
+        for name, value in response.headers.raw
+        if name.lower() != b"content-encoding"  # the body is decoded already
     ]
     return httpx.Response(
         response.status_code,

@@ -70,6 +70,8 @@ MAX_PROVENANCE_BYTES = 1 * MiB
 MAX_API_JSON_BYTES = 32 * MiB
 # Any other body read whole: token replies, upload and ping answers.
 MAX_SMALL_BODY_BYTES = 1 * MiB
+# a Content-Length read as text: int() refuses 4,300 digits, and 10^19 bytes is no body
+MAX_LENGTH_DIGITS = 19
 # An error body, read only to quote its first message.
 MAX_ERROR_BODY_BYTES = 64 * KiB
 

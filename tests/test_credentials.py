@@ -220,6 +220,9 @@ def test_a_credentials_file_that_is_not_json_is_one_line(homes: dict[str, Path])
     homes["runtime"].write_text("{not json")
     with pytest.raises(InputError, match=r"cannot read credentials file .*auth\.json"):
         credentials.lookup("reg.example")
+    homes["runtime"].write_text("[" * 100_000)  # no RecursionError: a bounded depth
+    with pytest.raises(InputError, match=r"auth\.json: nested deeper than 64 levels"):
+        credentials.lookup("reg.example")
     homes["runtime"].unlink()
     homes["runtime"].mkdir()
     with pytest.raises(InputError, match="is a directory"):

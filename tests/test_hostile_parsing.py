@@ -9,6 +9,8 @@ runs in an empty working directory with an empty TMPDIR, both checked afterwards
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -648,6 +650,21 @@ def _provider_spec(server: HostileServer) -> dict[str, Any]:
     }
 
 
+def test_endless_informational_heads_from_a_release_server_fail_fast(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    """Release files come over airgap's own transport as registry traffic does: httpx's
+    default one read ``100 Continue`` heads for as long as they came."""
+    server = _api_server(_endless_lines(b"", b"HTTP/1.1 100 Continue\r\n\r\n"))
+    try:
+        spec = spec_for(server, **_provider_spec(server))
+        outcome = collect(sandbox, spec, signing_key, work / "b.tar")
+    finally:
+        server.stop()
+    line = assert_one_line(outcome, (1,), f"{server.url}/api/v3/repos/o/r/releases")
+    assert "more than 5 informational (1xx) responses" in line, line
+
+
 @pytest.mark.parametrize("kind", ["endless", "gzip-bomb"])
 def test_an_endless_or_inflating_releases_body_fails_fast(
     kind: str,
@@ -872,6 +889,152 @@ def test_malformed_descriptors_and_redirect_loops_from_a_source_registry(
             tiny.on_manifest = handler
             outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
             assert_one_line(outcome, (1,), server.host, needle)
+
+
+def _raw_answer(head: bytes, body: bytes = b"") -> Handler:
+    """A handler that writes ``head`` (status line and headers, as bytes) and ``body``."""
+
+    def answer(request: Request, wire: Wire) -> None:
+        wire.sock.sendall(head + b"\r\n\r\n" + (body if request.method != "HEAD" else b""))
+
+    return answer
+
+
+def _endless_lines(first: bytes, line: bytes) -> Handler:
+    """``first``, then ``line`` for as long as the client reads."""
+
+    def answer(request: Request, wire: Wire) -> None:
+        wire.keep_alive = False
+        with contextlib.suppress(OSError):
+            wire.sock.sendall(first)
+            while True:
+                wire.sock.sendall(line * 256)
+
+    return answer
+
+
+def test_hostile_answer_heads_and_framing_are_one_line_errors_in_bounded_time(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey, spec_for: Callable[..., Path]
+) -> None:
+    """Answers that once ended in a traceback, or kept the client reading for ever while
+    data still arrived (so no idle timeout fired): endless 1xx heads, endless chunked
+    trailers, one-byte chunks with 4 KiB extensions."""
+    manifest_type = b"Content-Type: application/vnd.oci.image.manifest.v1+json"
+    extension = b";" + b"x" * 4000
+    cases: list[tuple[Handler, str]] = [
+        (_endless_lines(b"", b"HTTP/1.1 100 Continue\r\n\r\n"), "informational (1xx)"),
+        (
+            _endless_lines(
+                b"HTTP/1.1 200 OK\r\n" + manifest_type + b"\r\nTransfer-Encoding: chunked"
+                b"\r\n\r\n1\r\n{\r\n0\r\n",
+                b"X-Trailer: " + b"a" * 1000 + b"\r\n",
+            ),
+            "framing (chunk lines, extensions, trailers) over 64 KiB",
+        ),
+        (
+            _endless_lines(
+                b"HTTP/1.1 200 OK\r\n" + manifest_type + b"\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"1" + extension + b"\r\n{\r\n",
+            ),
+            "framing (chunk lines, extensions, trailers) over 64 KiB",
+        ),
+    ]
+    tiny = TinyRegistry()
+    with hostile_server(tiny) as server:
+        for handler, needle in cases:
+            tiny.on_manifest = handler
+            outcome = collect(sandbox, spec_for(server, tiny), signing_key, work / "b.tar")
+            assert_one_line(outcome, (1,), server.host, needle)
+            assert outcome.max_rss_mib < RSS_BOUND_MIB, outcome.max_rss_mib
+        # a header byte past ASCII is the registry's business: collect goes on
+        tiny.on_manifest = None
+        tiny.on_ping = _raw_answer(b"HTTP/1.1 200 OK\r\nServer: caf\xe9\r\nContent-Length: 0")
+        spec = spec_for(server, tiny)
+        outcome = sandbox.run(
+            "collect", spec, "--sign-key", signing_key.private, "-o", work / "b.tar"
+        )
+        assert outcome.returncode == 0, outcome.stderr
+
+
+def test_a_deeply_nested_tag_list_is_no_tag_list(
+    sandbox: Sandbox, work: Path, signing_key: SigningKey
+) -> None:
+    """An OCI chart's version constraint lists the repository's tags: a tags/list answer
+    nested 200,000 deep ended collect in a RecursionError traceback."""
+
+    def registry(request: Request, wire: Wire) -> None:
+        if request.path == "/v2/":
+            return wire.send(200, {})
+        if request.path.endswith("/tags/list"):
+            return wire.send(
+                200, {"Content-Type": "application/json"}, b'{"tags":' + b"[" * 200_000
+            )
+        return wire.send(404, {"Content-Type": "application/json"}, b'{"errors": []}')
+
+    with hostile_server(registry) as server:
+        spec = work / "spec.yaml"
+        chart = {"oci": f"oci://{server.host}/charts/x", "version": ">=1.0.0"}
+        spec.write_text(yaml.safe_dump({"charts": [chart]}))
+        outcome = collect(sandbox, spec, signing_key, work / "b.tar")
+    assert_one_line(outcome, (1,), server.host, "answered tags/list with something else")
+
+
+class _HugeLengthRegistry(LiarRegistry):
+    """Every blob HEAD answers 200 with a Content-Length of 5,000 digits (or ``²``)."""
+
+    length: str = "9" * 5000
+
+    def __call__(self, request: Request, wire: Wire) -> None:
+        if request.method == "HEAD" and "/blobs/" in request.path:
+            self.seen.append(f"{request.method} {request.path}")
+            return wire.send(200, {"Content-Length": self.length}, length=False)
+        if request.method == "POST" and "mount=" in request.query:
+            return wire.send(400, {})  # no mount: import asks by HEAD instead
+        return super().__call__(request, wire)
+
+
+@pytest.mark.parametrize("length", ["9" * 5000, "\u00b2"])
+def test_a_blob_head_with_an_unreadable_length_is_one_line(
+    length: str, sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    """int() refuses 4,300 digits with a ValueError, and takes ``²`` for a digit."""
+    liar = _HugeLengthRegistry()
+    liar.length = length
+    with hostile_server(liar) as server:
+        outcome = import_into(sandbox, capi_bundle, server.host, work / "out")
+    assert_one_line(outcome, (1,), server.host, "invalid Content-Length")
+    assert not (work / "out").exists()
+
+
+def test_a_challenge_from_where_the_ping_was_redirected_gets_no_credentials(
+    sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
+) -> None:
+    """A registry whose ``/v2/`` redirects to another origin, which answers 401 with a
+    bearer realm of its own: that realm was asked for a token with the registry's
+    Basic credentials. The challenge is not believed; nothing is sent there."""
+
+    def evil(request: Request, wire: Wire) -> None:
+        realm = f"http://{evil_server.host}/token"
+        wire.send(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="evil"'})
+
+    with hostile_server(evil) as evil_server:
+
+        def registry(request: Request, wire: Wire) -> None:
+            wire.send(302, {"Location": f"{evil_server.url}{request.path}"})
+
+        with hostile_server(registry) as server:
+            secret = base64.b64encode(b"alice:S3cretPass").decode()
+            authfile = work / "auth.json"
+            authfile.write_text(json.dumps({"auths": {server.host: {"auth": secret}}}))
+            outcome = sandbox.run(
+                "status", capi_bundle.path, "--key", capi_bundle.key.public,
+                "--registry", f"{server.host}/capi", "--plain-http", "--authfile", authfile,
+            )  # fmt: skip
+        requests = list(evil_server.requests)
+    assert outcome.returncode == 1, outcome.stderr
+    assert "S3cretPass" not in outcome.stdout + outcome.stderr
+    assert requests and all(r.path == "/v2/" for r in requests), [r.path for r in requests]
+    assert not any("authorization" in r.headers for r in requests)
 
 
 @pytest.fixture

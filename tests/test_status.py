@@ -356,7 +356,7 @@ def test_what_the_user_gave_is_a_usage_error_not_an_unknown_registry(
     broken.write_text("{not json")
     for extra, needle in (
         (("--ca-file", "/dev/null"), "/dev/null"),
-        (("--ca-file", registry.ca_file, "--authfile", broken), "not JSON"),
+        (("--ca-file", registry.ca_file, "--authfile", broken), "not valid JSON"),
     ):
         result = run_airgap(
             "status",

@@ -138,7 +138,9 @@ def collect(
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
-        with http.build_client() as client:
+        # release files and chart repositories over airgap's own transport, as registry
+        # traffic is: bounded heads (1xx included), framing and trailers
+        with http.build_client(fast=True) as client:
             providers = _fetch_providers(spec, staging, progress, client)
             _check_contracts(providers, spec_path)  # before any image is downloaded
             contents = _fetch_contents(

@@ -95,7 +95,7 @@ def chart_source(
     location: ChartLocation, client: httpx.Client, pools: PoolFactory | None
 ) -> ChartSource:
     if location.ca_file and location.repo:
-        own = http.build_client(verify=http.ssl_context(location.ca_file))
+        own = http.build_client(verify=http.ssl_context(location.ca_file), fast=True)
         return ChartSource(location, own, pools, own_client=True)
     return ChartSource(location, client, pools)
 
@@ -288,7 +288,7 @@ def _repo_package(
         raise InputError(f"chart {name} {chosen}: package URL {redact_url(url)!r} is not http(s)")
     headers = auth if _origin(url) == _origin(base) else {}
     package = staging / f"{name}-{chosen}{CHART_SUFFIX}.part"
-    what = f"download chart {name} {chosen} from {shown}"
+    what = f"download chart {name} {chosen} from {base_shown}"
     _download(source, url, package, what=what, headers=headers)
     expected = entry.get("digest")
     if isinstance(expected, str) and expected:
@@ -296,7 +296,7 @@ def _repo_package(
         if actual != expected.removeprefix("sha256:").lower():
             package.unlink(missing_ok=True)
             raise AirgapError(
-                f"chart {name} {chosen} from {shown}: the package's sha256 {actual} is not "
+                f"chart {name} {chosen} from {base_shown}: the package's sha256 {actual} is not "
                 f"the digest {expected[:80]} index.yaml gives"
             )
     prov = staging / f"{name}-{chosen}{CHART_SUFFIX}{PROVENANCE_SUFFIX}.part"

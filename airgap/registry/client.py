@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from airgap import fasthttp, http
+from airgap import fasthttp, http, jsonsafe
 from airgap.errors import (
     AirgapError,
     DigestMismatchError,
@@ -29,7 +28,10 @@ from airgap.errors import (
     NotFoundError,
     TLSError,
 )
+from airgap.jsonsafe import JSONShapeError
 from airgap.limits import (
+    MAX_API_JSON_BYTES,
+    MAX_LENGTH_DIGITS,
     MAX_MANIFEST_BYTES,
     MAX_REFERRER_PAGES,
     MAX_REFERRERS,
@@ -145,7 +147,9 @@ class Registry:
             except AirgapError as exc:
                 self._ping_error = exc
                 raise
-            if response.status_code == 401:
+            if response.status_code == 401 and self._is_own(response.url):
+                # a challenge from where a redirect led is not believed (as in _send):
+                # its realm would be handed this registry's credentials
                 header = response.headers.get("WWW-Authenticate", "")
                 self._auth.learn(parse_challenge(header) if header else NO_AUTH)
             elif response.status_code < 400 or response.status_code == 404:
@@ -440,7 +444,7 @@ class Registry:
         if response is None:
             return None
         length = response.headers.get("Content-Length", "0").strip()
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit() and len(length) <= MAX_LENGTH_DIGITS):
             raise AirgapError(
                 f"{what}: registry {self.display_name} answered HEAD {repository}/blobs/"
                 f"{digest} with an invalid Content-Length {length[:40]!r}"
@@ -785,9 +789,9 @@ class _NoRoute(Exception):
 
 def _tags(response: httpx.Response, who: str) -> list[str]:
     """The ``tags`` of a tags/list answer; anything else is the registry's error."""
-    try:
-        document = json.loads(response.content)
-    except ValueError:
+    try:  # bounded in depth as every answer is: a nested list is no tag list
+        document = jsonsafe.loads(response.content, "tags/list", max_bytes=MAX_API_JSON_BYTES)
+    except JSONShapeError:
         document = None
     tags = document.get("tags") if isinstance(document, dict) else None
     if tags is None and isinstance(document, dict):

@@ -15,7 +15,6 @@ logs.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import threading
 import time
@@ -23,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from airgap import jsonsafe
 from airgap.errors import InputError
 from airgap.inputfile import read_small
+from airgap.jsonsafe import JSONShapeError
 
 DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
 MAX_AUTH_FILE_BYTES = 4 << 20  # a credentials file, not a disk image
@@ -73,10 +74,12 @@ def _host_keys(host: str) -> tuple[str, ...]:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.exists() and not path.is_symlink():
         return {}
+    raw = read_small(path, MAX_AUTH_FILE_BYTES, "credentials file")
+    where = f"cannot read credentials file {path}"
     try:
-        data = json.loads(read_small(path, MAX_AUTH_FILE_BYTES, "credentials file"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read credentials file {path}: not JSON ({exc})") from None
+        data = jsonsafe.loads(raw, where, max_bytes=MAX_AUTH_FILE_BYTES, unique_keys=False)
+    except JSONShapeError as exc:
+        raise InputError(str(exc)) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -158,8 +161,8 @@ def _from_helper(helper: str, host: str) -> Credentials | None:
     if returncode != 0:
         return None
     try:
-        data = json.loads(stdout)
-    except ValueError:
+        data = jsonsafe.loads(stdout, "answer", max_bytes=MAX_HELPER_OUTPUT, unique_keys=False)
+    except JSONShapeError:
         return None
     if not isinstance(data, dict):
         return None
