@@ -1432,8 +1432,9 @@ def test_a_package_that_does_not_match_its_digest_fails(
     result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
     assert_clean_failure(result, 1, f"chart lib 1.0.0 from {url}", "is not the digest")
     # a package the index lists but the repository does not have names the repository
-    index["entries"]["lib"][0]["urls"] = ["missing-1.0.0.tgz"]
-    release_server.add_plain("bad-repo/index.yaml", yaml.safe_dump(index).encode())
+    entry = {"version": "1.0.0", "urls": ["missing-1.0.0.tgz"]}
+    missing = {"apiVersion": "v1", "entries": {"lib": [entry]}}
+    release_server.add_plain("bad-repo/index.yaml", yaml.safe_dump(missing).encode())
     result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
     line = assert_clean_failure(result, 1, f"download chart lib 1.0.0 from {url}", "HTTP 404")
     assert "<function" not in line
