@@ -187,6 +187,16 @@ def format_option(text: str) -> Callable[[Callable[..., int]], Callable[..., int
     )
 
 
+def _check_namespace(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refused here, not by kubectl on the far side of the gap."""
+    from airgap.names import namespace_problem
+
+    problem = None if value is None else namespace_problem(value)
+    if problem:
+        raise click.BadParameter(problem)
+    return value
+
+
 def _enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
         from airgap import httplog
@@ -687,7 +697,11 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
     function = registry_options(function)
     for decorator in reversed(
         [
-            click.option("--namespace", help="Put every operator object in this namespace."),
+            click.option(
+                "--namespace",
+                callback=_check_namespace,
+                help="Put every operator object in this namespace.",
+            ),
             click.option(
                 "--provider-source",
                 type=click.Choice(["selector", "oci"]),
@@ -829,6 +843,10 @@ def status(
         concurrency=concurrency,
         **_connection(**connection),
     )
+    if export_have is not None:
+        from airgap.fsutil import require_directory_of
+
+        require_directory_of(export_have)  # before anything is read or asked
     trusted = load_trusted_keys(keys, no_signature)
     result, listed = status_and_have(bundle, trusted, options, export_have, previous)
     if export_have is not None and listed is not None:

@@ -52,6 +52,17 @@ def _refuse_special(path: Path, what: str) -> bool:
     return True
 
 
+def require_directory_of(path: Path) -> None:
+    """Refuse a file to write whose directory is missing rather than create it: an
+    unmounted USB disk would have the root filesystem written instead."""
+    parent = path.parent
+    if not parent.is_dir():
+        state = "is not a directory" if parent.exists() else "does not exist"
+        raise InputError(
+            f"{path}: directory {parent} {state} (is the disk mounted? airgap does not create it)"
+        )
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
     """Write to a temporary file beside ``path`` and rename it into place on success.

@@ -69,6 +69,16 @@ def provider_name_problem(name: str) -> str | None:
     return None
 
 
+def namespace_problem(namespace: str) -> str | None:
+    """A Kubernetes namespace is a DNS label (RFC 1123), as a provider name is."""
+    if len(namespace) > MAX_PROVIDER_NAME or not _PROVIDER_NAME_RE.fullmatch(namespace):
+        return (
+            f"invalid namespace {shown(namespace)} (a DNS label: lower-case letters, digits "
+            f"and '-', starting and ending with a letter or digit, at most {MAX_PROVIDER_NAME})"
+        )
+    return None
+
+
 def version_problem(version: str) -> str | None:
     if len(version) > MAX_VERSION or not _VERSION_RE.fullmatch(version):
         return (

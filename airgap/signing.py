@@ -15,7 +15,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from airgap.errors import InputError, SignatureError
-from airgap.fsutil import check_replaceable, write_atomic
+from airgap.fsutil import check_replaceable, require_directory_of, write_atomic
 from airgap.inputfile import read_small
 
 MAX_KEY_BYTES = 64 * 1024  # a PEM Ed25519 key is a few hundred bytes
@@ -41,6 +41,7 @@ def public_key_path(private_path: Path) -> Path:
 def generate_keypair(private_path: Path, *, overwrite: bool = False) -> tuple[Path, str]:
     """Write a new private key (mode 0600) and its public key; refuse to clobber keys."""
     public_path = public_key_path(private_path)
+    require_directory_of(private_path)
     for path in (private_path, public_path):
         check_replaceable(path, overwrite=overwrite, what="key")
     from cryptography.hazmat.primitives import serialization  # see load_public_key

@@ -71,6 +71,16 @@ _NO_AUTHFILE = "Invalid value for '--authfile': File 'nosuch.json' does not exis
             ["status", "b.tar", "--no-signature", "--registry", "[::1]:0/x"],
             "port must be 1 to 65535",
         ),
+        # a file to write in a directory that is not there (an unmounted disk?)
+        (["keygen", "nodir/k.key"], "directory nodir does not exist (is the disk mounted?"),
+        (
+            ["status", "b.tar", "--no-signature", "--registry", "r/x", "--export-have", "no/h"],
+            "directory no does not exist",
+        ),
+        # a namespace kubectl would refuse on the far side is refused here
+        (["import", "b.tar", "--registry", "r/x", "--namespace", "Bad_NS"], "invalid namespace"),
+        (["configmaps", "b.tar", "--registry", "r/x", "--namespace", ""], "invalid namespace"),
+        (["configmaps", "b.tar", "--registry", "r/x", "--namespace", "a" * 64], "at most 63"),
         # a typo in --authfile's path is not "no credentials" (podman refuses it too)
         (["collect", "s.yaml", "--authfile", "nosuch.json"], _NO_AUTHFILE),
         (["import", "b.tar", "--registry", "r/x", "--authfile", "nosuch.json"], _NO_AUTHFILE),

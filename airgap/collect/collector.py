@@ -50,7 +50,7 @@ from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, 
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
-from airgap.fsutil import check_replaceable
+from airgap.fsutil import check_replaceable, require_directory_of
 from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.names import shown
@@ -225,12 +225,7 @@ def check_output(output: Path, *, overwrite: bool) -> None:
     """Refuse a bundle path whose directory is missing rather than create it (an
     unmounted USB disk would fill the root filesystem instead), and an existing bundle
     unless ``overwrite`` (``--force``), as keygen refuses to overwrite a key."""
-    parent = output.parent
-    if not parent.is_dir():
-        state = "is not a directory" if parent.exists() else "does not exist"
-        raise InputError(
-            f"{output}: directory {parent} {state} (is the disk mounted? airgap does not create it)"
-        )
+    require_directory_of(output)
     if output.is_dir():
         raise InputError(f"{output} is a directory; -o names the bundle file to write")
     check_replaceable(output, overwrite=overwrite, what="bundle")
