@@ -68,7 +68,7 @@ def main() -> None:
 def _run() -> int:
     try:
         code = cli.main(prog_name="airgap", standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt, interrupt.Interrupted):
         interrupt.finish()
     except click.exceptions.NoArgsIsHelpError as exc:  # plain ``airgap``: the help
         click.echo(exc.ctx.get_help())
@@ -1052,5 +1052,8 @@ def serve(
     def log(line: str) -> None:
         click.echo(f"airgap: serve: {printable(scrub(line))}", err=True)
 
-    run_serve(verified, address, tls=tls, log=log if access_log else None, ready=ready)
+    try:
+        run_serve(verified, address, tls=tls, log=log if access_log else None, ready=ready)
+    except interrupt.Interrupted:  # how a server is stopped: not an error
+        click.echo(f"airgap: stopped serving ({interrupt.signal_name()})", err=True)
     return 0

@@ -291,8 +291,8 @@ def describe_transport_error(
     if _is_tls_failure(exc):
         return TLSError(
             f"{target}: TLS certificate not trusted ({_short(text)}); "
-            "pass --ca-file with the registry's CA, or configure caFile (or put it in "
-            "/etc/containers/certs.d/HOST:PORT/ca.crt)"
+            "give the registry's CA with --ca-file (import, configmaps, status) or the "
+            "spec's caFile (collect), or put it in /etc/containers/certs.d/HOST:PORT/ca.crt"
         )
     if _wants_client_certificate(exc):
         return TLSError(

@@ -2,7 +2,7 @@
 
 Transfers run on worker threads that may sit in a socket read for as long as the idle
 timeout allows, and Python waits for those threads at exit. So a signal raises
-KeyboardInterrupt in the main thread, whose unwinding removes what it was writing
+``Interrupted`` in the main thread, whose unwinding removes what it was writing
 (temporary files, staging directories), and the process then ends with ``os._exit``
 without waiting for the workers. Every temporary path is also registered here
 (``track``), and a watchdog started by the first signal removes whatever is still
@@ -66,6 +66,12 @@ def remove_temporaries() -> None:
                 path.unlink(missing_ok=True)
 
 
+class Interrupted(BaseException):
+    """Raised in the main thread by SIGINT or SIGTERM. Not a KeyboardInterrupt: click
+    answers one with an empty line on stderr before its own Abort, and every error
+    is one line."""
+
+
 def install() -> None:
     """Handle SIGINT and SIGTERM as described above (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
@@ -79,7 +85,7 @@ def _on_signal(number: int, frame: FrameType | None) -> None:
         finish()  # a second signal: no more waiting
     _received.append(number)
     threading.Thread(target=_watchdog, name="airgap-interrupt", daemon=True).start()
-    raise KeyboardInterrupt
+    raise Interrupted
 
 
 def _watchdog() -> None:
@@ -92,13 +98,18 @@ def exit_code() -> int:
     return 128 + (_received[0] if _received else signal.SIGINT)
 
 
+def signal_name() -> str:
+    """The name of the first signal received (SIGINT when none was)."""
+    return signal.Signals(_received[0]).name if _received else "SIGINT"
+
+
 def finish() -> None:
     """Remove what is left, say so on one line and end the process now."""
     if not _finishing.acquire(blocking=False):
         time.sleep(GRACE_SECONDS)  # another thread is finishing: let it
         os._exit(exit_code())
     remove_temporaries()
-    name = signal.Signals(_received[0]).name if _received else "SIGINT"
+    name = signal_name()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):

@@ -37,6 +37,7 @@ def assert_clean_failure(result: subprocess.CompletedProcess[str], code: int, *n
     assert "Traceback" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
+    assert result.stderr == lines[0] + "\n", repr(result.stderr)  # no blank line either
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]

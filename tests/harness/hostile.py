@@ -121,6 +121,7 @@ def assert_one_line(outcome: Outcome, codes: Iterable[int], *needles: str) -> st
     assert "Traceback" not in outcome.stderr, outcome.stderr[-3000:]
     assert len(outcome.lines) == 1, outcome.stderr[-3000:]
     line = outcome.lines[0]
+    assert outcome.stderr == line + "\n", repr(outcome.stderr[-3000:])  # no blank line either
     assert line.startswith("airgap: error: "), line
     for needle in needles:
         assert needle in line, (needle, line)
