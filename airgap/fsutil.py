@@ -9,7 +9,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -179,6 +179,35 @@ def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
             for directory, temporary, _ in staged[renamed:]:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary, dir_fd=directory)
+
+
+def remove_files(root: Path, relatives: Iterable[str]) -> list[str]:
+    """Remove these regular files below ``root`` (best effort), and the directories they
+    leave empty; returns those that could not be removed. As ``write_tree`` writes,
+    nothing is followed: a link among the directories, or in a file's place, is left
+    alone, and no path leaves ``root``."""
+    left: list[str] = []
+    emptied: set[tuple[str, ...]] = set()
+    with _DirectoryTree(root) as tree:
+        for relative in relatives:
+            try:
+                parts = output_parts(relative)
+                directory = tree.open(parts[:-1], create=False)
+                found = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
+                if not stat.S_ISREG(found.st_mode):
+                    left.append(relative)
+                    continue
+                os.unlink(parts[-1], dir_fd=directory)
+            except FileNotFoundError:
+                continue  # gone already
+            except (OSError, AirgapError):
+                left.append(relative)
+                continue
+            emptied.update(tuple(parts[:end]) for end in range(1, len(parts)))
+        for segments in sorted(emptied, key=len, reverse=True):  # the deepest first
+            with contextlib.suppress(OSError, AirgapError):  # not empty: kept
+                os.rmdir(segments[-1], dir_fd=tree.open(list(segments[:-1]), create=False))
+    return left
 
 
 def _write_new(directory: int, name: str, data: bytes, mode: int, shown: Path) -> None:

@@ -19,7 +19,8 @@ from airgap.errors import AirgapError, InputError
 from airgap.fsutil import write_atomic
 from airgap.importing import outputcache
 from airgap.importing.outputcache import AskedValues, PublishedImage, Recorded
-from airgap.importing.outputfiles import import_files, json_bytes, write_tree
+from airgap.importing.outputfiles import import_files, json_bytes, write_outputs, write_tree
+from airgap.importing.outputlisting import IMPORT, OPERATOR
 from airgap.importing.status import (
     ABSENT,
     MAX_REPORT_BYTES,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 
 
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
+_EVERY_PART = (OPERATOR, IMPORT)  # what an import writes in --output-dir (outputlisting)
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ def run_import(
     trees = image_trees(bundle, manifest, mappings) if manifest.delta is None else []
 
     missing: dict[str, list[str]] = {}
+    operator_files: set[str] = set()  # the operator's part of the outputs (outputlisting)
 
     def operator_outputs(registry: Registry | None = None) -> dict[str, bytes]:
         from airgap.configmaps.generate import provider_outputs  # only when building
@@ -243,6 +246,7 @@ def run_import(
             contents=contents,
         )
         missing.update(outputs.missing)
+        operator_files.update(outputs.files)
         return outputs.files
 
     files: dict[str, bytes] = {}
@@ -378,7 +382,9 @@ def run_import(
             write_tree(options.output_dir, report)
         elif cache_key is None:  # outputs not recorded: no earlier record may stay
             outputcache.forget(options.output_dir)
-            write_tree(options.output_dir, files | report)
+            write_outputs(
+                options.output_dir, files | report, operator=operator_files, replaced=_EVERY_PART
+            )
         else:  # the record last: it lists what is there only once it is there
             record = outputcache.record_bytes(
                 cache_key,
@@ -390,7 +396,10 @@ def run_import(
                 references=found,
                 plain_http=plain_http,
             )
-            write_tree(options.output_dir, files | report | {outputcache.RECORD: record})
+            outputs = files | report | {outputcache.RECORD: record}
+            write_outputs(
+                options.output_dir, outputs, operator=operator_files, replaced=_EVERY_PART
+            )
     if not closure.closed:  # the outputs and the report are there to look at
         raise AirgapError(describe_failure(closure, str(options.target)))
     return result
@@ -745,5 +754,6 @@ def run_configmaps(
         files = provider_outputs(
             providers, output, target=options.target, created=manifest.created, contents=contents
         )
-    write_tree(output.output_dir, files.files)
+    # the operator's part of the directory: an import's node configs there stay
+    write_outputs(output.output_dir, files.files, operator=files.files, replaced=(OPERATOR,))
     return files

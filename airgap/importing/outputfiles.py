@@ -5,10 +5,13 @@ that puts a tree of outputs down all or nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from collections.abc import Mapping as MappingType
 from pathlib import Path
 
 from airgap import fsutil, phases
+from airgap.importing import outputlisting
+from airgap.importing.outputlisting import IMPORT, OPERATOR
 from airgap.rewrite.mapping import Mapping, Target
 from airgap.rewrite.providers import RewrittenProvider
 
@@ -47,6 +50,23 @@ def import_files(
 
 def json_bytes(document: object) -> bytes:
     return json.dumps(document, indent=2, sort_keys=False).encode() + b"\n"
+
+
+def write_outputs(
+    output_dir: Path,
+    files: MappingType[str, bytes],
+    *,
+    operator: Collection[str],
+    replaced: Collection[str],
+) -> None:
+    """``write_tree``, listing every file with its part (those in ``operator`` the
+    operator's, the rest import's), then removing what an earlier write of the parts
+    ``replaced`` left that this one does not write (``outputlisting``)."""
+    written = {name: OPERATOR if name in operator else IMPORT for name in files}
+    listing, stale = outputlisting.plan(outputlisting.read(output_dir), written, replaced)
+    listed = outputlisting.listing_bytes({**listing, **stale})
+    write_tree(output_dir, {**files, outputlisting.LISTING: listed})
+    outputlisting.prune(output_dir, listing, stale)
 
 
 def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:
