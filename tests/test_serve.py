@@ -458,6 +458,41 @@ def _source_digests_unchanged(world: World) -> None:
             assert served[record.reference] == record.digest
 
 
+def test_one_client_cannot_hold_every_connection_slot(world: World) -> None:
+    """A host that opens many connections and reads them slowly kept all 128 slots, and
+    nobody else was answered: one address holds at most 32, and another is served."""
+    host, port = world.served.address.rsplit(":", 1)
+    held = [socket.create_connection((host, int(port)), timeout=10) for _ in range(32)]
+    try:
+        extra = socket.create_connection((host, int(port)), timeout=10)
+        with extra:
+            extra.sendall(b"GET /v2/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert extra.recv(1024) == b"", "a 33rd connection from one address was served"
+        other = socket.socket()
+        try:
+            other.bind(("127.0.0.2", 0))
+        except OSError:
+            other.close()
+            pytest.skip("127.0.0.2 cannot be bound here")
+        with other:
+            other.settimeout(10)
+            other.connect((host, int(port)))
+            other.sendall(b"GET /v2/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert other.recv(1024).startswith(b"HTTP/1.1 200"), "another address was refused"
+    finally:
+        for connection in held:
+            connection.close()
+    deadline = time.monotonic() + 10  # the slots come back as the connections end
+    while True:
+        try:
+            if httpx.get(f"{world.served.url}/v2/", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the slots did not come back"
+        time.sleep(0.1)
+
+
 def test_a_client_trickling_its_request_head_is_cut_off_at_the_deadline(
     world: World, signing_key: SigningKey
 ) -> None:

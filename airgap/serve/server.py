@@ -41,6 +41,9 @@ from airgap.serve.catalog import EMPTY_REFERRERS, AmbiguousName, Catalog, Reposi
 from airgap.serve.ranges import Unsatisfiable, parse_range
 
 MAX_CONNECTIONS = 128  # connections served at once; more wait in the listen queue
+# connections one client address may hold at once: a node pulls over a handful, and one
+# host that opens many and reads them slowly must leave the other slots to the others
+MAX_CONNECTIONS_PER_CLIENT = 32
 IDLE_TIMEOUT = 60.0  # seconds a connection may sit without sending or taking a byte
 HEAD_TIMEOUT_ENV = "AIRGAP_SERVE_HEAD_TIMEOUT"
 # seconds from a connection's start (its TLS handshake included), or from the end of its
@@ -127,6 +130,8 @@ class RegistryServer(ThreadingHTTPServer):
                 self.socket, server_side=True, do_handshake_on_connect=False
             )
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._per_client: dict[str, int] = {}
+        self._per_client_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -135,11 +140,25 @@ class RegistryServer(ThreadingHTTPServer):
         return f"{'https' if self.tls else 'http'}://{shown}:{port}"
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        client = str(client_address[0])
+        with self._per_client_lock:
+            held = self._per_client.get(client, 0)
+            if held >= MAX_CONNECTIONS_PER_CLIENT:
+                refused = True
+            else:
+                refused = False
+                self._per_client[client] = held + 1
+        if refused:  # closed unread: the client's own connections are all busy
+            if self.log is not None:
+                self.log(f"{client} refused: {MAX_CONNECTIONS_PER_CLIENT} connections held")
+            self.shutdown_request(request)
+            return
         self._slots.acquire()  # at the cap, accepting waits for a connection to end
         try:
             super().process_request(request, client_address)
         except BaseException:
             self._slots.release()
+            self._left(client)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
@@ -147,6 +166,15 @@ class RegistryServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+            self._left(str(client_address[0]))
+
+    def _left(self, client: str) -> None:
+        with self._per_client_lock:
+            held = self._per_client.get(client, 1) - 1
+            if held > 0:
+                self._per_client[client] = held
+            else:
+                self._per_client.pop(client, None)
 
     def server_close(self) -> None:
         self.head_deadlines.close()
