@@ -74,7 +74,11 @@ class Manifest:
     digest: str
 
     @classmethod
-    def from_bytes(cls, data: bytes, media_type: str | None = None) -> Manifest:
+    def from_bytes(
+        cls, data: bytes, media_type: str | None = None, *, shape: bool = True
+    ) -> Manifest:
+        """A manifest of a supported type; with ``shape``, one that has what every
+        manifest of its kind has (``_check_shape``)."""
         parsed = _load(data)
         declared = parsed.get("mediaType")
         kind = declared if isinstance(declared, str) and declared else media_type
@@ -85,6 +89,8 @@ class Manifest:
             raise AirgapError(f"unsupported manifest media type {shown(kind)}")
         # the constant, not the parsed text: one string for all (collect holds 2,000)
         kind = _MANIFEST_TYPE[kind]
+        if shape:
+            _check_shape(parsed, kind)
         return cls(data=data, media_type=kind, digest=sha256_digest(data))
 
     @property
@@ -118,6 +124,19 @@ class Manifest:
         found = [_descriptor(config)] if config is not None else []
         found.extend(_descriptor(layer) for layer in parsed.objects("layers"))
         return found
+
+
+def _check_shape(parsed: dict[str, Any], kind: str) -> None:
+    """What every manifest of its kind has (the image spec's and Docker's schema 2):
+    ``schemaVersion`` 2, and an index's ``manifests`` or an image's ``config``. Any JSON
+    object a registry served was otherwise carried, signed, as an image with no blobs."""
+    version = parsed.get("schemaVersion")
+    if type(version) is not int or version != 2:
+        raise AirgapError(f"manifest.schemaVersion is {shown(version)}, not 2")
+    needed, shape = ("manifests", list) if kind in INDEX_TYPES else ("config", dict)
+    if not isinstance(parsed.get(needed), shape):
+        what = "a list" if shape is list else "an object"
+        raise AirgapError(f"manifest.{needed}: expected {what} in a {kind}")
 
 
 def _load(data: bytes) -> dict[str, Any]:

@@ -883,6 +883,23 @@ def test_malformed_descriptors_and_redirect_loops_from_a_source_registry(
             lambda request, wire: wire.send(200, {"Content-Type": "text/html"}, b"<html>"),
             "malformed manifest for hostile/app:v1: manifest: not valid JSON",
         ),
+        # any JSON object was carried, signed, as an image with no blobs
+        (
+            lambda request, wire: wire.send(
+                200,
+                {"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                b'{"token": "tok-from-evil"}',
+            ),
+            "malformed manifest for hostile/app:v1: manifest.schemaVersion is None, not 2",
+        ),
+        (
+            lambda request, wire: wire.send(
+                200,
+                {"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+                b'{"schemaVersion": 2, "layers": []}',
+            ),
+            "manifest.config: expected an object",
+        ),
     ]
     with hostile_server(tiny) as server:
         for handler, needle in cases:

@@ -361,7 +361,10 @@ class Registry:
         self, response: httpx.Response, repository: str, digest: str, what: str
     ) -> list[Descriptor]:
         try:
-            index = Manifest.from_bytes(response.content, response.headers.get("Content-Type"))
+            # an API answer read for its descriptors, never stored: its shape is not held
+            # to a stored manifest's (some registries leave schemaVersion out of it)
+            kind = response.headers.get("Content-Type")
+            index = Manifest.from_bytes(response.content, kind, shape=False)
             if not index.is_index:
                 raise AirgapError(f"it is a {index.media_type}, not an image index")
             return index.children()
