@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from airgap.importing.importer import ImportOptions
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
-from airgap.textfmt import human_size, printable
+from airgap.textfmt import human_size, plural, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -400,9 +400,10 @@ def collect(
                 f" (a delta: relies on {len(manifest.needs)} manifests and blobs, "
                 f"{human_size(result.skipped_bytes)}, the far side holds)"
             )
+        providers = plural(len(manifest.providers), "provider")
         click.echo(
-            f"wrote {_written(result.output, size)}: {len(manifest.providers)} providers, "
-            f"{len(manifest.images)} images, {human_size(manifest.total_size)}{delta} "
+            f"wrote {_written(result.output, size)}: {providers}, "
+            f"{plural(len(manifest.images), 'image')}, {human_size(manifest.total_size)}{delta} "
             f"in {result.seconds:.1f}s"
         )
     return 0
@@ -455,7 +456,7 @@ def inspect(bundle: Path, fmt: str, wide: bool) -> int:
     click.echo(
         f"{bundle}{parts}: created {printable(manifest.created)} by airgap "
         f"{printable(manifest.tool_version)}, "
-        f"{len(manifest.providers)} providers, {len(manifest.images)} images, "
+        f"{plural(len(manifest.providers), 'provider')}, {plural(len(manifest.images), 'image')}, "
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
     click.echo()
@@ -562,6 +563,9 @@ def verify(
     from airgap.verify.bundle import verify_bundle
     from airgap.verify.report import Report
 
+    given = click.get_current_context().get_parameter_source("fmt")
+    if sbom and given is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--sbom prints the SBOM instead of the report: drop --format")
     trusted = load_trusted_keys(keys, no_signature)
     rules = None
     if policy:

@@ -49,7 +49,8 @@ class Pacing:
 
 def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
     """Seconds from the environment variable ``name`` (``default`` when unset); anything
-    but a number between 0 and 86400 is an InputError naming the variable."""
+    but a number of seconds above 0 and below 86400 (a day) is an InputError naming the
+    variable."""
     text = env.get(name, "").strip()
     if not text:
         return default
@@ -58,7 +59,9 @@ def env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value < 86400:
-        raise InputError(f"{name}={text!r}: expected a number of seconds between 0 and 86400")
+        raise InputError(
+            f"{name}={text!r}: expected a number of seconds above 0 and below 86400 (a day)"
+        )
     return value
 
 

@@ -24,6 +24,11 @@ def printable(text: str) -> str:
     )
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 provider``, ``2 providers``: the summaries' counts (nouns that take an s)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def human_size(size: int) -> str:
     value = float(size)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

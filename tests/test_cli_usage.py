@@ -71,6 +71,7 @@ _NO_AUTHFILE = "Invalid value for '--authfile': File 'nosuch.json' does not exis
             ["status", "b.tar", "--no-signature", "--registry", "[::1]:0/x"],
             "port must be 1 to 65535",
         ),
+        (["verify", "b.tar", "--sbom", "spdx", "--format", "json"], "--sbom prints the SBOM"),
         # a file to write in a directory that is not there (an unmounted disk?)
         (["keygen", "nodir/k.key"], "directory nodir does not exist (is the disk mounted?"),
         (

@@ -332,7 +332,7 @@ def test_a_first_ctrl_c_typed_on_the_terminal_stops_collect_and_import(
     assert "interrupted (SIGINT)" in pushing.text
 
 
-@pytest.mark.parametrize("value", ["5s", "-1", "nan", "1e9"])
+@pytest.mark.parametrize("value", ["5s", "-1", "0", "nan", "1e9"])
 def test_a_malformed_progress_interval_is_a_usage_error(big_bundle: BigBundle, value: str) -> None:
     # a typo is named, as the pacing variables' are, not silently taken as 5 s; before
     # any work: nothing is verified or printed. --quiet reads no interval at all.
@@ -341,7 +341,7 @@ def test_a_malformed_progress_interval_is_a_usage_error(big_bundle: BigBundle, v
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (
         f"airgap: error: AIRGAP_PROGRESS_INTERVAL={value!r}: "
-        "expected a number of seconds between 0 and 86400\n"
+        "expected a number of seconds above 0 and below 86400 (a day)\n"
     )
     quiet = run_airgap(*args, "--quiet", env={"AIRGAP_PROGRESS_INTERVAL": value})
     assert quiet.returncode == 0, quiet.stderr

@@ -17,7 +17,7 @@ from airgap.bundle.format import IMAGES_DIR, BundleManifest
 from airgap.errors import InputError
 from airgap.providers.semver import try_parse
 from airgap.reference import parse_reference
-from airgap.textfmt import TABLE_WIDTH, human_size, printable, short_digest, table
+from airgap.textfmt import TABLE_WIDTH, human_size, plural, printable, short_digest, table
 
 ADDED, REMOVED, UPGRADED, DOWNGRADED, CHANGED = (
     "added",
@@ -377,8 +377,9 @@ def _side_line(label: str, side: Side) -> str:
     signed = f"signed by {side.signer}" if side.signer else "signature not checked"
     delta = ", a delta" if manifest.delta is not None else ""
     return (
-        f"{label}: {side.name}: created {printable(manifest.created)}, {len(manifest.providers)} "
-        f"providers, {len(manifest.images)} images, {human_size(manifest.total_size)}"
+        f"{label}: {side.name}: created {printable(manifest.created)}, "
+        f"{plural(len(manifest.providers), 'provider')}, {plural(len(manifest.images), 'image')}, "
+        f"{human_size(manifest.total_size)}"
         f"{delta}; {signed}"
     )
 

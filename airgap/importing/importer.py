@@ -56,7 +56,7 @@ from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.rewrite.contents import RewrittenContent, rewrite_contents
 from airgap.rewrite.mapping import Mapping, Target, map_images, tag_owners
 from airgap.rewrite.providers import RewrittenProvider, rewrite_providers
-from airgap.textfmt import human_size
+from airgap.textfmt import human_size, plural
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
 if TYPE_CHECKING:
@@ -153,12 +153,13 @@ class ImportResult:
             self.mappings[0].target.registry if self.mappings else "",
         )
         if not stats.changed:
-            return f"nothing changed: all {images} images already in {target}"
+            return f"nothing changed: all {plural(images, 'image')} already in {target}"
         return (
-            f"imported {images} images into {target}: {stats.blobs_uploaded} blobs uploaded "
+            f"imported {plural(images, 'image')} into {target}: "
+            f"{plural(stats.blobs_uploaded, 'blob')} uploaded "
             f"({human_size(stats.bytes_uploaded)}), {stats.blobs_mounted} mounted, "
-            f"{stats.blobs_skipped} already there, {stats.manifests_pushed} manifests pushed "
-            f"in {self.seconds:.1f}s"
+            f"{stats.blobs_skipped} already there, {plural(stats.manifests_pushed, 'manifest')} "
+            f"pushed in {self.seconds:.1f}s"
         )
 
     def report(self) -> dict[str, object]:

@@ -41,7 +41,7 @@ from airgap.oci import Descriptor, Manifest
 from airgap.parallel import run_parallel
 from airgap.registry.client import Registry
 from airgap.supplychain.formats import referrers_tag
-from airgap.textfmt import table
+from airgap.textfmt import plural, table
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 COMPLETE, ABSENT, PARTIAL, DAMAGED, MOVED = "complete", "absent", "partial", "damaged", "moved"
@@ -312,17 +312,13 @@ def _missing(registry: Registry, item: Expected, what: str) -> list[str]:
 # --- conditions ------------------------------------------------------------------------------
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def counted(images: int, artifacts: int) -> str:
     """``12 images and 7 artifacts``; the artifacts left out when there are none."""
     if not artifacts:
-        return _plural(images, "image")
+        return plural(images, "image")
     if not images:
-        return _plural(artifacts, "artifact")
-    return f"{_plural(images, 'image')} and {_plural(artifacts, 'artifact')}"
+        return plural(artifacts, "artifact")
+    return f"{plural(images, 'image')} and {plural(artifacts, 'artifact')}"
 
 
 def _counted(states: Sequence[ImageState]) -> str:

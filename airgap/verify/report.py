@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airgap.bundle.format import BundleManifest, ImageRecord, ProviderImageRecord
-from airgap.textfmt import TABLE_WIDTH, human_size, short_digest, table
+from airgap.textfmt import TABLE_WIDTH, human_size, plural, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
 
@@ -55,13 +55,14 @@ class Report:
             )
         if not self.ok or manifest is None:
             return f"Bundle NOT verified: {len(self.failures)} failure(s)"
-        contents = f"{len(manifest.contents)} content sets, " if manifest.contents else ""
+        contents = f"{plural(len(manifest.contents), 'content set')}, " if manifest.contents else ""
         delta = ""
         if manifest.delta is not None:
             delta = f", a delta relying on {len(manifest.needs)} manifests and blobs"
         return (
-            f"Bundle verified: {self._signed()}, {len(manifest.providers)} providers, "
-            f"{contents}{len(manifest.images)} images, {human_size(manifest.total_size)}{delta}"
+            f"Bundle verified: {self._signed()}, {plural(len(manifest.providers), 'provider')}, "
+            f"{contents}{plural(len(manifest.images), 'image')}, "
+            f"{human_size(manifest.total_size)}{delta}"
         )
 
     def text(self, *, wide: bool = False) -> str:
@@ -291,7 +292,7 @@ def inventory_tables(manifest: BundleManifest, *, wide: bool = False) -> str:
     contents = table(
         ["CONTENT", "NAME", "VERSION", "FILES", "IMAGES"],
         [
-            [c.kind, c.name, c.version, _file_names(c.files), str(len(c.images))]
+            [c.kind, c.name, c.version, _file_names(c.files, wide), str(len(c.images))]
             for c in manifest.contents
         ],
         max_width=width,
@@ -362,8 +363,13 @@ def _short_reference(reference: str) -> str:
     return f"{name}@{short_digest(digest)}" if separator else reference
 
 
-def _file_names(paths: list[str]) -> str:
-    return ", ".join(path.rsplit("/", 1)[1] for path in paths)
+def _file_names(paths: list[str], wide: bool) -> str:
+    """Every file's name when wide; else the first and how many more, since a list cut
+    in the middle reads as one name made of two."""
+    names = [path.rsplit("/", 1)[1] for path in paths]
+    if wide or len(names) < 2:
+        return ", ".join(names)
+    return f"{names[0]} (+{len(names) - 1} more)"
 
 
 def _platforms_cell(image: ImageRecord, *, wide: bool = True) -> str:
