@@ -418,7 +418,11 @@ def test_verify_reports_contents(management_bundle: ManagementBundle) -> None:
     result = run_airgap("verify", management_bundle.path, "--key", management_bundle.key.public)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 content sets" in result.stdout.splitlines()[0]
-    assert "CONTENT" in result.stdout and "cluster-api-operator-0.24.0.tgz" in result.stdout
+    assert "CONTENT" in result.stdout and "operator-components.yaml (+1 more)" in result.stdout
+    wide = run_airgap(
+        "verify", management_bundle.path, "--key", management_bundle.key.public, "--wide"
+    )
+    assert "operator-components.yaml, cluster-api-operator-0.24.0.tgz" in wide.stdout
     as_json = run_airgap(
         "verify", management_bundle.path, "--key", management_bundle.key.public, "--format", "json"
     )

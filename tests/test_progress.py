@@ -166,7 +166,7 @@ def test_the_bar_moves_while_a_blob_is_on_the_wire(
     # bytes counted while the one big layer is still going up: not 0, not all of it
     assert any(0 < done < total for done, _ in counts), counts
     assert len({done for done, _ in counts}) >= 3, counts  # it moved, more than once
-    summary = shown.text.rfind("imported 1 images")
+    summary = shown.text.rfind("imported 1 image ")
     first_partial = min(
         shown.text.find(f"{done}/{total_:.1f} MiB")
         for done, total_ in ((f"{d:.1f}", t) for d, t in counts if 0 < d < t)

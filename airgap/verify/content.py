@@ -161,7 +161,8 @@ def _index_entries(layout: _Layout) -> list[_Entry] | Failure:
             quick = _quick_entries(_pieces(data), layout.manifest)
             if quick is not None:
                 return quick
-        index = Manifest.from_bytes(data)
+        # read for its entries, as the compact reading above reads it: the same findings
+        index = Manifest.from_bytes(data, shape=False)
         if not index.is_index:
             raise AirgapError(f"it is a {index.media_type}, not an image index")
         return [
