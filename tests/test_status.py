@@ -330,17 +330,17 @@ def test_an_unreachable_registry_is_unknown(management_bundle: ManagementBundle)
     assert {c["reason"] for c in document["conditions"]} == {"RegistryUnreachable"}
 
 
+def _status_text(
+    bundle: ManagementBundle, host: str, *extra: str | Path
+) -> subprocess.CompletedProcess[str]:
+    args = ("status", bundle.path, "--key", bundle.key.public, "--registry", f"{host}/{PREFIX}")
+    return run_airgap(*args, *extra)
+
+
 def test_an_unreachable_registry_is_not_asked_in_the_text(
     management_bundle: ManagementBundle,
 ) -> None:
-    result = run_airgap(
-        "status",
-        management_bundle.path,
-        "--key",
-        management_bundle.key.public,
-        "--registry",
-        f"127.0.0.1:9/{PREFIX}",
-    )
+    result = _status_text(management_bundle, "127.0.0.1:9")
     assert result.returncode == 1
     assert result.stdout.splitlines()[0].endswith(f"127.0.0.1:9/{PREFIX}: not asked")
 
@@ -358,15 +358,7 @@ def test_what_the_user_gave_is_a_usage_error_not_an_unknown_registry(
         (("--ca-file", "/dev/null"), "/dev/null"),
         (("--ca-file", registry.ca_file, "--authfile", broken), "not valid JSON"),
     ):
-        result = run_airgap(
-            "status",
-            management_bundle.path,
-            "--key",
-            management_bundle.key.public,
-            "--registry",
-            f"{registry.host}/{PREFIX}",
-            *extra,
-        )
+        result = _status_text(management_bundle, registry.host, *extra)
         assert_clean_failure(result, 2, needle)
         assert result.stdout == ""
 
