@@ -61,20 +61,19 @@ def is_digest(digest: str) -> bool:
 
 
 def provider_name_problem(name: str) -> str | None:
-    if len(name) > MAX_PROVIDER_NAME or not _PROVIDER_NAME_RE.fullmatch(name):
-        return (
-            f"invalid provider name {shown(name)} (lower-case letters, digits and '-', "
-            f"at most {MAX_PROVIDER_NAME})"
-        )
-    return None
+    return _dns_label_problem(name, "provider name")
 
 
 def namespace_problem(namespace: str) -> str | None:
     """A Kubernetes namespace is a DNS label (RFC 1123), as a provider name is."""
-    if len(namespace) > MAX_PROVIDER_NAME or not _PROVIDER_NAME_RE.fullmatch(namespace):
+    return _dns_label_problem(namespace, "namespace")
+
+
+def _dns_label_problem(value: str, what: str) -> str | None:
+    if len(value) > MAX_PROVIDER_NAME or not _PROVIDER_NAME_RE.fullmatch(value):
         return (
-            f"invalid namespace {shown(namespace)} (a DNS label: lower-case letters, digits "
-            f"and '-', starting and ending with a letter or digit, at most {MAX_PROVIDER_NAME})"
+            f"invalid {what} {shown(value)} (a DNS label: lower-case letters, digits and "
+            f"'-', starting and ending with a letter or digit, at most {MAX_PROVIDER_NAME})"
         )
     return None
 
