@@ -492,7 +492,7 @@ class _Body(httpx.SyncByteStream):
             self._keep_alive = self._chunked
         elif lengths:
             # at most 19 digits: int() refuses 4,300, and 10^19 bytes is no real body
-            if len(lengths) != 1 or not _is_length(next(iter(lengths))):
+            if len(lengths) != 1 or not is_length(next(iter(lengths))):
                 self._connection.reusable = False
                 raise httpx.RemoteProtocolError(
                     "invalid or conflicting Content-Length", request=self._request
@@ -662,7 +662,7 @@ def _is_hex(text: bytes) -> bool:
     return all(c in b"0123456789abcdefABCDEF" for c in text)
 
 
-def _is_length(text: bytes) -> bool:
+def is_length(text: bytes) -> bool:
     """A Content-Length value: 1 to 19 ASCII digits (int()-safe, past any real body)."""
     return 0 < len(text) <= MAX_LENGTH_DIGITS and text.isdigit()
 

@@ -20,7 +20,7 @@ from airgap.fsutil import write_atomic
 from airgap.importing import outputcache
 from airgap.importing.outputcache import AskedValues, PublishedImage, Recorded
 from airgap.importing.outputfiles import import_files, json_bytes, write_outputs, write_tree
-from airgap.importing.outputlisting import IMPORT, OPERATOR
+from airgap.importing.outputlisting import OPERATOR, PARTS
 from airgap.importing.status import (
     ABSENT,
     MAX_REPORT_BYTES,
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
 
 
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import
-_EVERY_PART = (OPERATOR, IMPORT)  # what an import writes in --output-dir (outputlisting)
 
 
 @dataclass(frozen=True)
@@ -384,7 +383,7 @@ def run_import(
         elif cache_key is None:  # outputs not recorded: no earlier record may stay
             outputcache.forget(options.output_dir)
             write_outputs(
-                options.output_dir, files | report, operator=operator_files, replaced=_EVERY_PART
+                options.output_dir, files | report, operator=operator_files, replaced=PARTS
             )
         else:  # the record last: it lists what is there only once it is there
             record = outputcache.record_bytes(
@@ -398,9 +397,7 @@ def run_import(
                 plain_http=plain_http,
             )
             outputs = files | report | {outputcache.RECORD: record}
-            write_outputs(
-                options.output_dir, outputs, operator=operator_files, replaced=_EVERY_PART
-            )
+            write_outputs(options.output_dir, outputs, operator=operator_files, replaced=PARTS)
     if not closure.closed:  # the outputs and the report are there to look at
         raise AirgapError(describe_failure(closure, str(options.target)))
     return result

@@ -34,7 +34,7 @@ FORMAT = 1
 OPERATOR = "operator"
 IMPORT = "import"
 MAX_LISTING_BYTES = 16 << 20
-_PARTS = (OPERATOR, IMPORT)
+PARTS = (OPERATOR, IMPORT)  # every part: what an import writes
 
 
 def read(output_dir: Path) -> dict[str, str]:
@@ -54,7 +54,7 @@ def read(output_dir: Path) -> dict[str, str]:
 
 
 def _listed(name: object, part: object) -> bool:
-    if not isinstance(name, str) or part not in _PARTS:
+    if not isinstance(name, str) or part not in PARTS:
         return False
     try:
         output_parts(name)

@@ -31,7 +31,6 @@ from airgap.errors import (
 from airgap.jsonsafe import JSONShapeError
 from airgap.limits import (
     MAX_API_JSON_BYTES,
-    MAX_LENGTH_DIGITS,
     MAX_MANIFEST_BYTES,
     MAX_REFERRER_PAGES,
     MAX_REFERRERS,
@@ -447,7 +446,7 @@ class Registry:
         if response is None:
             return None
         length = response.headers.get("Content-Length", "0").strip()
-        if not (length.isascii() and length.isdigit() and len(length) <= MAX_LENGTH_DIGITS):
+        if not fasthttp.is_length(length.encode()):  # ASCII digits only, int()-safe
             raise AirgapError(
                 f"{what}: registry {self.display_name} answered HEAD {repository}/blobs/"
                 f"{digest} with an invalid Content-Length {length[:40]!r}"

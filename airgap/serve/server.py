@@ -143,10 +143,8 @@ class RegistryServer(ThreadingHTTPServer):
         client = str(client_address[0])
         with self._per_client_lock:
             held = self._per_client.get(client, 0)
-            if held >= MAX_CONNECTIONS_PER_CLIENT:
-                refused = True
-            else:
-                refused = False
+            refused = held >= MAX_CONNECTIONS_PER_CLIENT
+            if not refused:
                 self._per_client[client] = held + 1
         if refused:  # closed unread: the client's own connections are all busy
             if self.log is not None:
