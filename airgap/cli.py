@@ -29,7 +29,9 @@ from airgap.redact import scrub
 from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
+    from airgap.bundle.diff import BundleDiff
     from airgap.importing.importer import ImportOptions
+    from airgap.verify.bundle import VerifiedBundle
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size, plural, printable
@@ -548,6 +550,18 @@ def key_options(function: Callable[..., int]) -> Callable[..., int]:
     help="Print an inventory document instead of the report.",
 )
 @click.option("--wide", is_flag=True, help="Full digests and references in tables.")
+@click.option(
+    "--base",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="An earlier bundle (or its airgap-bundle.json): the report says what changed.",
+)
+@click.option(
+    "--report",
+    "review",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the review report: one self-contained HTML page (written when the "
+    "bundle fails verification too, saying so).",
+)
 @quiet_option
 def verify(
     bundle: Path,
@@ -557,6 +571,8 @@ def verify(
     fmt: str,
     sbom: str | None,
     wide: bool,
+    base: Path | None,
+    review: Path | None,
     quiet: bool,
 ) -> int:
     """Verify a bundle: signature, every digest, tar safety, providers and policy."""
@@ -566,7 +582,13 @@ def verify(
     given = click.get_current_context().get_parameter_source("fmt")
     if sbom and given is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("--sbom prints the SBOM instead of the report: drop --format")
+    if sbom and (base or review):
+        raise click.UsageError("--sbom prints the SBOM instead of the report: drop --base/--report")
     trusted = load_trusted_keys(keys, no_signature)
+    if review is not None:
+        from airgap.fsutil import require_directory_of
+
+        require_directory_of(review)  # before hashing gigabytes: the page has a place
     rules = None
     if policy:
         # start-up: policy loads cosign, x509 and yaml; sbom too, only when asked for
@@ -580,7 +602,16 @@ def verify(
         if rules and verified.manifest
         else []
     )
-    report = Report(verified, results, signature_checked=trusted is not None)
+    change = _change_against(base, verified, trusted) if base is not None else None
+    report = Report(
+        verified,
+        results,
+        signature_checked=trusted is not None,
+        policy_given=policy is not None,
+        change=change,
+    )
+    if review is not None:
+        _write_review(review, report, quiet)
     if sbom:
         # stdout is the SBOM file the user redirects to: on failure it stays empty
         if not report.ok or verified.manifest is None:
@@ -600,10 +631,46 @@ def verify(
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(report.text(wide=wide))
+        if change is not None:
+            from airgap.bundle.diff import diff_text
+
+            click.echo(f"\nChange against the base bundle:\n{diff_text(change, wide=wide)}")
     if not report.ok:  # the report is on stdout; scripts and logs get the verdict too
         click.echo(f"airgap: error: {_not_verified(report)}", err=True)
         return EXIT_FAILURE
     return 0
+
+
+def _change_against(
+    base: Path, verified: VerifiedBundle, trusted: list[Ed25519PublicKey] | None
+) -> BundleDiff | None:
+    """What changed since ``base`` (its signature checked with the same keys); None when
+    the bundle's own manifest could not be read."""
+    from airgap.bundle.diff import Side, diff
+    from airgap.bundle.manifestfile import load_manifest
+
+    old = load_manifest(base, trusted, what="base bundle")
+    if verified.manifest is None:
+        return None
+    digest = f"sha256:{verified.manifest_sha256}"
+    new = Side(str(verified.path), digest, verified.manifest, verified.signer)
+    return diff(Side(str(base), old.digest, old.manifest, old.signer), new)
+
+
+def _write_review(path: Path, report: Report, quiet: bool) -> None:
+    """The review page, from the document ``--format json`` prints."""
+    from datetime import UTC, datetime
+
+    from airgap.fsutil import write_atomic
+    from airgap.verify.review import render
+
+    generated = datetime.now(tz=UTC).isoformat(timespec="seconds")
+    page = render(report.to_json(), generated=generated, tool=__version__)
+    # a lone surrogate from a bundle's JSON cannot be UTF-8: shown as U+FFFD, not a traceback
+    write_atomic(path, page.encode("utf-8", errors="replace"))
+    if not quiet:
+        verdict = "verified" if report.ok else "NOT verified"
+        click.echo(f"airgap: review report ({verdict}) written to {path}", err=True)
 
 
 def _not_verified(report: Report) -> str:

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # containerd and podman: the tests pull through the generated node mirror configuration
 # with the real runtimes (a private containerd on its own socket, podman with its own roots)
 # python3-venv: the virtualenv is made with Debian's own interpreter (below)
-packages=(docker-registry skopeo apache2-utils containerd podman umoci python3-venv)
+# chromium: the review report (verify --report) is tested in a real browser, headless
+packages=(docker-registry skopeo apache2-utils containerd podman umoci python3-venv chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

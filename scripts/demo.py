@@ -7,8 +7,9 @@ cert-manager and the Cluster API operator with its chart), as written, plus one
 pull mirror, so the bundle keeps the real references), and a fake GitHub serves the
 releases the example names, laid out as the real ones are (cluster-api, cert-manager,
 cluster-api-operator), through ``GITHUB_API_URL``. The disconnected side verifies the
-bundle, imports it into a TLS + password registry (twice: the second sends nothing) and
-asks ``airgap status`` about the mirror. Everything lands in ./demo-out/.
+bundle (writing its review report, ``capi-demo-review.html``), imports it into a TLS +
+password registry (twice: the second sends nothing) and asks ``airgap status`` about the
+mirror. Everything lands in ./demo-out/.
 """
 
 from __future__ import annotations
@@ -225,7 +226,17 @@ def main() -> int:
 
         step("Disconnected side: verify signature, digests, providers and policy")
         write_policy(out / "policy.yaml")
-        airgap("verify", bundle, "--key", out / "signing.pub", "--policy", out / "policy.yaml")
+        # the review report: one self-contained HTML page a reviewer signs off
+        airgap(
+            "verify",
+            bundle,
+            "--key",
+            out / "signing.pub",
+            "--policy",
+            out / "policy.yaml",
+            "--report",
+            out / "capi-demo-review.html",
+        )
         with (out / "capi-demo.spdx.json").open("w") as sbom:
             print(
                 f"$ airgap verify {bundle} --key {out / 'signing.pub'} --sbom spdx > "

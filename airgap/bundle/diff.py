@@ -179,6 +179,10 @@ class BundleDiff:
             "images": [change.to_json() for change in self.images],
             "unchangedImages": self.unchanged_images,
             "blobs": self.blobs.to_json(),
+            "bytesByKind": {
+                "old": bytes_by_kind(self.old.manifest),
+                "new": bytes_by_kind(self.new.manifest),
+            },
         }
 
 
@@ -302,6 +306,20 @@ def blob_sizes(manifest: BundleManifest) -> tuple[dict[str, int], set[str]]:
     sizes = {need.digest: need.size for need in manifest.needs}
     sizes.update(carried)
     return sizes, set(carried)
+
+
+def bytes_by_kind(manifest: BundleManifest) -> dict[str, int]:
+    """The bytes a bundle carries, by what they are: ``images`` (the layout), ``providers``
+    (metadata and components), each content kind (``certManager``, ``templates``,
+    ``charts``, ...) and ``other`` (the bundle's own records): what a trip costs, per kind."""
+    kind_of = {path: "providers" for p in manifest.providers for path in (p.metadata, p.components)}
+    kind_of |= {path: c.kind for c in manifest.contents for path in c.files}
+    totals: dict[str, int] = {}
+    for record in manifest.files:
+        path = record.path
+        kind = "images" if path.startswith(f"{IMAGES_DIR}/") else kind_of.get(path, "other")
+        totals[kind] = totals.get(kind, 0) + record.size
+    return totals
 
 
 def _blobs(old: BundleManifest, new: BundleManifest) -> BlobChange:

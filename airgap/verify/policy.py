@@ -26,7 +26,7 @@ import difflib
 import fnmatch
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from airgap.verify.signatures import ReadMember, SignaturePolicy, check_signatur
 
 _AGE_RE = re.compile(r"^([0-9]{1,12})\s*([smhdw])$")  # ASCII digits, int()-safe
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+NEAR_MISS_SHARE = 0.25  # maxAge: a quarter of the allowed age or less left is a near-miss
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class RuleResult:
     offending: list[str] = field(default_factory=list)
     message: str = ""
     details: list[str] = field(default_factory=list)  # e.g. who signed each image
+    near_miss: str = ""  # passed, but close to failing (a bundle about to be too old)
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -76,6 +78,8 @@ class RuleResult:
         }
         if self.details:
             document["details"] = self.details
+        if self.near_miss:
+            document["nearMiss"] = self.near_miss
         return document
 
 
@@ -482,7 +486,22 @@ def _age_rule(policy: Policy, manifest: BundleManifest, now: datetime | None) ->
         )
     age = (now or datetime.now(tz=UTC)) - created
     offending = [f"created {manifest.created}"] if age > policy.max_age else []
-    return _result("maxAge", offending, f"bundle older than {_describe(policy.max_age)}")
+    result = _result("maxAge", offending, f"bundle older than {_describe(policy.max_age)}")
+    left = policy.max_age - age
+    if not offending and left < policy.max_age * NEAR_MISS_SHARE:
+        # a bundle that passes today and fails at the site: the reviewer should know
+        near = f"created {manifest.created}: within {_describe_left(left)} of maxAge"
+        return replace(result, near_miss=f"{near} {_describe(policy.max_age)}")
+    return result
+
+
+def _describe_left(left: timedelta) -> str:
+    """Time left, rounded down to a readable unit (``3d``, ``5h``, ``12m``)."""
+    seconds = max(int(left.total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _describe(age: timedelta) -> str:

@@ -12,6 +12,7 @@ from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
 
 if TYPE_CHECKING:  # start-up: policy imports cosign, x509 and yaml; a plain verify has no rules
+    from airgap.bundle.diff import BundleDiff
     from airgap.verify.policy import RuleResult
 
 
@@ -22,6 +23,8 @@ class Report:
     bundle: VerifiedBundle
     policy: list[RuleResult]
     signature_checked: bool
+    policy_given: bool = False  # --policy was given (a policy of no rules is still one)
+    change: BundleDiff | None = None  # against --base, when given
 
     @property
     def failures(self) -> list[Failure]:
@@ -93,7 +96,101 @@ class Report:
             **inventory,
             "failures": [f.to_json() for f in self.failures],
             "policy": [r.to_json() for r in self.policy],
+            "verdict": self.verdict(),
+            "manifestDigest": self.manifest_digest,
+            "bundleSize": self.bundle.source.size,
+            "policyGiven": self.policy_given or bool(self.policy),
+            "notChecked": self.not_checked(),
+            "warnings": self.warnings(),
+            **({"change": self.change.to_json()} if self.change is not None else {}),
         }
+
+    @property
+    def manifest_digest(self) -> str | None:
+        """``sha256:…`` of the signed manifest: what names this bundle as a base."""
+        sha256 = self.bundle.manifest_sha256
+        return f"sha256:{sha256}" if sha256 else None
+
+    def not_checked(self) -> list[str]:
+        """What this verification did not establish, said plainly for a reviewer."""
+        manifest = self.bundle.manifest
+        missing: list[str] = []
+        if not self.signature_checked:
+            missing.append(
+                "The bundle's signature (--no-signature): who made it, and whether it was "
+                "changed since, is unknown."
+            )
+        if not (self.policy_given or self.policy):
+            missing.append(
+                "No policy (--policy): registries, tags, platforms, age, required content "
+                "and image signatures were not checked against any rule."
+            )
+        if manifest is None:
+            return missing
+        rules = {r.rule for r in self.policy}
+        kinds = {a.kind for a in manifest.artifacts}
+        if "signature" in kinds and "requireSignatures" not in rules:
+            missing.append(
+                "Image signatures are carried but their cryptography was not checked (the "
+                "policy has no requireSignatures rule); verify checked their bytes and that "
+                "each belongs to its image."
+            )
+        if kinds - {"signature"}:
+            missing.append(
+                "Attestations and SBOMs attached to images are carried byte for byte and "
+                "checked to belong to their image; their statements are not evaluated."
+            )
+        if any(c.provenance for c in manifest.contents):
+            missing.append(
+                "Helm chart provenance (.prov) signatures (OpenPGP) were not checked: no "
+                "keyring; the package digests they name were."
+            )
+        if manifest.delta is not None:
+            missing.append(
+                f"This is a delta: {plural(len(manifest.needs), 'manifest or blob')} it "
+                "relies on are not in it; import checks them in the target registry."
+            )
+        missing.append(
+            "Image contents (vulnerabilities, licences) are not scanned by airgap verify."
+        )
+        return missing
+
+    def warnings(self) -> list[dict[str, str]]:
+        """What a reviewer should look at though it did not fail: unresolved images,
+        unverified provenance, images with no signature, policy near-misses."""
+        manifest = self.bundle.manifest
+        found: list[dict[str, str]] = [
+            {"kind": "policy near-miss", "subject": r.rule, "message": r.near_miss}
+            for r in self.policy
+            if r.passed and r.near_miss
+        ]
+        if manifest is None:
+            return found
+        for c in manifest.contents:
+            subject = f"{c.kind}/{c.name} {c.version}"
+            found += [
+                {"kind": "unresolved image", "subject": subject, "message": w} for w in c.warnings
+            ]
+            found += [
+                {"kind": "unverified provenance", "subject": subject, "message": p}
+                for p in c.provenance
+            ]
+        signed = {a.image for a in manifest.artifacts if a.kind == "signature"}
+        unsigned = [i.reference for i in manifest.images if i.reference not in signed]
+        if unsigned and manifest.images:
+            found.append(
+                {
+                    "kind": "unsigned images",
+                    "subject": f"{len(unsigned)} of {len(manifest.images)} images",
+                    "message": "carry no signature from upstream: their provenance is "
+                    "not vouched for beyond this bundle's own signature",
+                }
+            )
+        found += [
+            {"kind": "index signature", "subject": i.reference, "message": INDEX_SIGNATURE_NOTE}
+            for i in filtered_signed_indexes(manifest)
+        ]
+        return found
 
 
 def inventory_json(manifest: BundleManifest) -> dict[str, Any]:

@@ -1,0 +1,634 @@
+"""``airgap verify --report FILE``: the review report, one self-contained HTML page.
+
+A compliance officer approves a transfer and attaches the evidence to a ticket; this
+page is that evidence. It is rendered from the very document ``verify --format json``
+prints (``Report.to_json``), nothing else, so the page and the machine form cannot
+disagree. The page needs nothing outside itself: styles, the bar chart (SVG) and a few
+lines of script (sorting and filtering, which the page works without) are inline, and
+its Content-Security-Policy forbids every fetch and every script but that one.
+
+Everything shown comes from a bundle, which may be hostile: every string passes through
+``_escape`` on its way in (the ``_el`` builder escapes every child and attribute that is
+not markup it built itself), so a ``<script>`` in an image name is shown as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from airgap.textfmt import human_size, plural
+
+SCRIPT = """(function () {
+  var root = document.documentElement;
+  document.querySelectorAll("input[data-filter]").forEach(function (box) {
+    var body = document.getElementById(box.getAttribute("data-filter")).tBodies[0];
+    box.hidden = false;
+    box.addEventListener("input", function () {
+      var q = box.value.toLowerCase();
+      Array.prototype.forEach.call(body.rows, function (row) {
+        row.hidden = q !== "" && row.textContent.toLowerCase().indexOf(q) < 0;
+      });
+    });
+  });
+  document.querySelectorAll("table.sortable th").forEach(function (th) {
+    th.tabIndex = 0;
+    th.addEventListener("click", function () {
+      var body = th.closest("table").tBodies[0], column = th.cellIndex;
+      var up = th.getAttribute("aria-sort") !== "ascending";
+      th.closest("tr").querySelectorAll("th").forEach(function (other) {
+        other.removeAttribute("aria-sort");
+      });
+      th.setAttribute("aria-sort", up ? "ascending" : "descending");
+      var key = function (row) {
+        var cell = row.cells[column];
+        return cell ? (cell.getAttribute("data-sort") || cell.textContent) : "";
+      };
+      var rows = Array.prototype.slice.call(body.rows).sort(function (a, b) {
+        var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
+        var order = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+        return up ? order : -order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+  root.setAttribute("data-script", "ready");
+})();"""
+
+_SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+# no fetch of any kind, no script but the one above: a string that escaped escaping
+# still could not run, nor reach the network
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    f"script-src 'sha256-{_SCRIPT_HASH}'; base-uri 'none'; form-action 'none'"
+)
+
+STYLE = """
+:root { --ok: #116329; --bad: #b3261e; --ink: #1f2328; --muted: #59636e; --line: #d1d9e0;
+  --old: #8c959f; --new: #0969da; font-family: system-ui, -apple-system, "Segoe UI",
+  "DejaVu Sans", sans-serif; color: var(--ink); }
+body { margin: 0 auto; max-width: 72rem; padding: 1rem 1.5rem 3rem; line-height: 1.4; }
+h1 { font-size: 1.9rem; margin: 0 0 .3rem; } h2 { font-size: 1.3rem; margin: 2rem 0 .6rem;
+  border-bottom: 1px solid var(--line); padding-bottom: .2rem; } h3 { font-size: 1.05rem; }
+.verdict { border: 3px solid var(--ok); border-radius: 8px; padding: 1rem 1.2rem; }
+.verdict.failed { border-color: var(--bad); background: #fff0ee; }
+.verdict h1 { color: var(--ok); } .verdict.failed h1 { color: var(--bad); }
+.verdict .line { font-size: 1.05rem; font-weight: 600; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem;
+  margin: .8rem 0; }
+dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .86em;
+  overflow-wrap: anywhere; }
+.notchecked li, .failures li { margin: .2rem 0; } .failures { color: var(--bad); }
+nav.toc ol { columns: 2; margin: .3rem 0; } .counts { display: flex; flex-wrap: wrap; gap: .6rem; }
+.counts div { border: 1px solid var(--line); border-radius: 6px; padding: .4rem .8rem; }
+.counts b { font-size: 1.3rem; display: block; }
+table { border-collapse: collapse; width: 100%; font-size: .9rem; margin: .4rem 0 1rem; }
+th, td { border-bottom: 1px solid var(--line); padding: .3rem .45rem; text-align: left;
+  vertical-align: top; } th { background: #f6f8fa; }
+table.sortable th { cursor: pointer; } th[aria-sort=ascending]::after { content: " \\25B2"; }
+th[aria-sort=descending]::after { content: " \\25BC"; }
+td.num { text-align: right; white-space: nowrap; } tr:target { background: #fff8c5; }
+.tag { display: inline-block; border-radius: 4px; padding: 0 .35rem; font-size: .8rem;
+  border: 1px solid var(--line); white-space: nowrap; }
+.tag.good { color: var(--ok); border-color: var(--ok); }
+.tag.bad { color: var(--bad); border-color: var(--bad); }
+tr[data-change=added] td:first-child { color: var(--ok); }
+tr[data-change=removed] td:first-child { color: var(--bad); }
+input[data-filter] { margin: .2rem 0; padding: .25rem .4rem; width: 18rem; }
+.muted { color: var(--muted); } footer { margin-top: 2rem; color: var(--muted); }
+svg text { font-family: inherit; font-size: 12px; fill: var(--ink); }
+@media print {
+  body { max-width: none; padding: 0; font-size: 10pt; }
+  input[data-filter] { display: none; }
+  section.part { break-before: page; }
+  thead { display: table-header-group; } tr { break-inside: avoid; }
+  .verdict, .tag, svg { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+  a { color: inherit; text-decoration: none; }
+}
+"""
+
+
+class _Markup(str):
+    """HTML this module built: inserted as is; any other string is escaped."""
+
+
+def _escape(value: object) -> _Markup:
+    return _Markup(html.escape(str(value), quote=True))
+
+
+def _join(children: Iterable[object]) -> _Markup:
+    return _Markup("".join(c if isinstance(c, _Markup) else _escape(c) for c in children))
+
+
+def _attributes(attributes: Mapping[str, object]) -> str:
+    return "".join(
+        f' {name.rstrip("_").replace("_", "-")}="{html.escape(str(value), quote=True)}"'
+        for name, value in attributes.items()
+        if value is not None and value is not False
+    )
+
+
+def _void(tag: str, **attributes: object) -> _Markup:
+    """An element without content or end tag (``<meta …>``, ``<input …>``)."""
+    return _Markup(f"<{tag}{_attributes(attributes)}>")
+
+
+def _el(tag: str, *children: object, **attributes: object) -> _Markup:
+    """``<tag attributes>children</tag>``: every child and attribute value escaped unless
+    it is markup built here. Attribute names are this module's (``class_`` -> class,
+    ``data_x`` -> data-x); None and False leave one out."""
+    return _Markup(f"<{tag}{_attributes(attributes)}>{_join(children)}</{tag}>")
+
+
+def _table(
+    table_id: str,
+    headers: Sequence[str],
+    rows: Iterable[_Markup],
+    *,
+    filter_label: str | None = None,
+) -> _Markup:
+    """A sortable table; with ``filter_label``, a filter box the script reveals. A table
+    of no rows is a line saying so."""
+    rows = list(rows)
+    if not rows:
+        return _el("p", "None.", id=table_id, class_="muted")
+    head = _el("thead", _el("tr", *(_el("th", h, scope="col") for h in headers)))
+    table = _el("table", head, _el("tbody", *rows), id=table_id, class_="sortable")
+    if filter_label is None:
+        return table
+    box = _void(
+        "input",
+        type="search",
+        data_filter=table_id,
+        hidden=True,
+        placeholder=filter_label,
+        aria_label=filter_label,
+    )
+    return _join([box, table])
+
+
+def _size(size: int) -> _Markup:
+    return _el("td", human_size(size), class_="num", data_sort=size, title=f"{size} bytes")
+
+
+def _code(value: object) -> _Markup:
+    return _el("code", value)
+
+
+def _links(targets: Iterable[tuple[str, str]]) -> _Markup:
+    return _join(
+        _join([_Markup(", ") if n else "", _el("a", label, href=f"#{anchor}")])
+        for n, (anchor, label) in enumerate(targets)
+    )
+
+
+# --- the verdict --------------------------------------------------------------------------
+
+
+def _policy_fact(document: Mapping[str, Any]) -> str:
+    rules = document["policy"]
+    if not document.get("policyGiven"):
+        return "none given"
+    failed = [r["rule"] for r in rules if not r["passed"]]
+    if failed:
+        return f"FAILED: {', '.join(failed)} ({len(failed)} of {plural(len(rules), 'rule')})"
+    return f"passed ({plural(len(rules), 'rule')})"
+
+
+def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> _Markup:
+    verified = bool(document["verified"])
+    signer = document["signature"] or (
+        "NOT CHECKED (--no-signature)" if not document["signatureChecked"] else "none"
+    )
+    facts: list[tuple[str, object]] = [
+        ("Bundle", _code(document["bundle"])),
+        ("Signed by (key fingerprint)", _code(signer)),
+        ("Bundle digest (signed manifest)", _code(document.get("manifestDigest") or "unknown")),
+        ("Size on disk", f"{human_size(document['bundleSize'])} ({document['bundleSize']} bytes)"),
+    ]
+    if "created" in document:
+        facts += [
+            ("Created", document["created"]),
+            (
+                "Created by",
+                f"airgap {document['toolVersion']} (format {document['formatVersion']})",
+            ),
+        ]
+    facts.append(("Policy", _el("span", _policy_fact(document), id="policy-result")))
+    change = document.get("change")
+    if change is not None:
+        old = change["old"]
+        facts.append(("Compared with", _join([_code(old["bundle"]), " ", _code(old["manifest"])])))
+    facts.append(("Report", f"generated {generated} by airgap {tool}"))
+    dl = _el("dl", *(_join([_el("dt", k), _el("dd", v)]) for k, v in facts), class_="facts")
+    title = "VERIFIED" if verified else "NOT VERIFIED"
+    heading = _el("h1", title, id="verdict", data_verdict="verified" if verified else "failed")
+    loud = (
+        ""
+        if verified
+        else _el(
+            "p",
+            _el("strong", "Do not approve this transfer on the strength of this report:"),
+            " the bundle failed verification. What follows is what the bundle claims, "
+            "not what was proven.",
+        )
+    )
+    missing = _el("ul", *(_el("li", item) for item in document["notChecked"]), id="not-checked")
+    return _el(
+        "header",
+        heading,
+        _el("p", document["verdict"], class_="line", id="verdict-line"),
+        loud,
+        dl,
+        _el("h3", "Not checked"),
+        missing,
+        class_="verdict" if verified else "verdict failed",
+    )
+
+
+# --- contents -------------------------------------------------------------------------------
+
+
+def _anchors(document: Mapping[str, Any]) -> dict[str, int]:
+    return {image["reference"]: n for n, image in enumerate(document["images"])}
+
+
+def _image_links(references: Iterable[str], anchors: Mapping[str, int]) -> _Markup:
+    linked = [(f"image-{anchors[r]}", r) for r in references if r in anchors]
+    loose = [r for r in references if r not in anchors]
+    parts = [_links(linked)] if linked else []
+    parts += (
+        [_escape(f"{', ' if parts else ''}{', '.join(loose)} (not in the bundle)")] if loose else []
+    )
+    return _join(parts) if parts else _Markup("-")
+
+
+def _providers(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
+    rows = [
+        _el(
+            "tr",
+            _el("td", p["name"]),
+            _el("td", p["type"]),
+            _el("td", p["version"]),
+            _el("td", p["contract"]),
+            _el("td", _code(p["source"])),
+            _el("td", _image_links(p["images"], anchors)),
+            id=f"provider-{n}",
+        )
+        for n, p in enumerate(document["providers"])
+    ]
+    headers = ["Provider", "Type", "Version", "Contract", "Source", "Images"]
+    return _table("providers-table", headers, rows)
+
+
+def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
+    rows = []
+    for n, c in enumerate(document["contents"]):
+        files = _el("ul", *(_el("li", _code(f.rsplit("/", 1)[-1]), title=f) for f in c["files"]))
+        rows.append(
+            _el(
+                "tr",
+                _el("td", c["kind"]),
+                _el("td", c["name"]),
+                _el("td", c["version"]),
+                _el("td", _code(c["source"])),
+                _el("td", files),
+                _el("td", _image_links(c["images"], anchors)),
+                id=f"content-{n}",
+            )
+        )
+    headers = ["Kind", "Name", "Version", "Source", "Files", "Images"]
+    return _table("contents-table", headers, rows)
+
+
+def _signature_checks(document: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """requireSignatures' findings by image: who signed it, and why it did not verify."""
+    signed: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    references = [i["reference"] for i in document["images"]]
+    for rule in document["policy"]:
+        if rule["rule"] != "requireSignatures":
+            continue
+        for into, lines in ((signed, rule.get("details", [])), (refused, rule["offending"])):
+            for line in lines:
+                for reference in references:
+                    if line.startswith(f"{reference}: "):
+                        into[reference] = line[len(reference) + 2 :]
+    return signed, refused
+
+
+def _attached_cell(
+    image: Mapping[str, Any], signed: dict[str, str], refused: dict[str, str]
+) -> _Markup:
+    kinds: dict[str, int] = {}
+    for artifact in image.get("attached", []):
+        kinds[artifact["kind"]] = kinds.get(artifact["kind"], 0) + 1
+    carried = ", ".join(plural(count, kind) for kind, count in sorted(kinds.items())) or "none"
+    reference = image["reference"]
+    if reference in signed:
+        state = _el("span", "signature verified", class_="tag good", title=signed[reference])
+    elif reference in refused:
+        state = _el("span", "signature NOT verified", class_="tag bad", title=refused[reference])
+    elif kinds.get("signature"):
+        state = _el("span", "signature not checked", class_="tag")
+    else:
+        state = _Markup("")
+    return _el("td", carried, " ", state)
+
+
+def _images(document: Mapping[str, Any]) -> _Markup:
+    named_by: dict[str, list[tuple[str, str]]] = {}
+    for n, p in enumerate(document["providers"]):
+        for reference in p["images"]:
+            named_by.setdefault(reference, []).append((f"provider-{n}", p["name"]))
+    for n, c in enumerate(document["contents"]):
+        for reference in c["images"]:
+            named_by.setdefault(reference, []).append((f"content-{n}", c["name"]))
+    signed, refused = _signature_checks(document)
+    rows = [
+        _el(
+            "tr",
+            _el("td", _el("a", i["reference"], href=f"#image-{n}", class_="mono")),
+            _el("td", _code(i["digest"])),
+            _el("td", ", ".join(i["platforms"]) or "-"),
+            _size(i["size"]),
+            _attached_cell(i, signed, refused),
+            _el("td", _links(named_by.get(i["reference"], [])) or "-"),
+            id=f"image-{n}",
+        )
+        for n, i in enumerate(document["images"])
+    ]
+    headers = ["Image", "Digest", "Platforms", "Size", "Signatures and attestations", "Named by"]
+    return _table("images-table", headers, rows, filter_label="Filter images")
+
+
+def _counts(document: Mapping[str, Any]) -> _Markup:
+    attached = [a["kind"] for i in document["images"] for a in i.get("attached", [])]
+    counts = [
+        ("providers", "Providers", len(document["providers"])),
+        ("contents", "Content sets", len(document["contents"])),
+        ("images", "Images", len(document["images"])),
+        ("signatures", "Signatures", attached.count("signature")),
+        ("attestations", "Attestations", attached.count("attestation")),
+        ("failures", "Failures", len(document["failures"])),
+        ("warnings", "Warnings", len(document["warnings"])),
+    ]
+    return _el(
+        "div",
+        *(_el("div", _el("b", count, id=f"count-{key}"), label) for key, label, count in counts),
+        class_="counts",
+    )
+
+
+def _failures(document: Mapping[str, Any]) -> _Markup:
+    items = [
+        _el("li", _el("strong", f["kind"]), ": ", _code(f["subject"]), ": ", f["message"])
+        for f in document["failures"]
+    ]
+    return _el("ul", *items, class_="failures", id="failures-list")
+
+
+def _policy(document: Mapping[str, Any]) -> _Markup:
+    rows = []
+    for r in document["policy"]:
+        result = (
+            _el("span", "pass", class_="tag good")
+            if r["passed"]
+            else _el("span", "FAIL", class_="tag bad")
+        )
+        notes = [r["message"]] if r["message"] else []
+        notes += r["offending"] + r.get("details", [])
+        notes += [f"near-miss: {r['nearMiss']}"] if r.get("nearMiss") else []
+        rows.append(
+            _el(
+                "tr",
+                _el("td", _code(r["rule"])),
+                _el("td", result),
+                _el("td", _el("ul", *(_el("li", note) for note in notes)) if notes else "-"),
+                data_passed=str(r["passed"]).lower(),
+            )
+        )
+    return _table("policy-table", ["Rule", "Result", "Details"], rows)
+
+
+def _warnings(document: Mapping[str, Any]) -> _Markup:
+    rows = [
+        _el("tr", _el("td", w["kind"]), _el("td", _code(w["subject"])), _el("td", w["message"]))
+        for w in document["warnings"]
+    ]
+    return _table("warnings-table", ["Warning", "About", "Details"], rows)
+
+
+# --- the change against --base ----------------------------------------------------------------
+
+_SIGNS = {"added": "+ added", "removed": "- removed", "upgraded": "^ upgraded"}
+
+
+def _version_rows(changes: Iterable[Mapping[str, Any]]) -> list[_Markup]:
+    def version(side: Mapping[str, str] | None) -> str:
+        if side is None:
+            return "-"
+        contract = f" ({side['contract']})" if side.get("contract") else ""
+        return f"{side['version']}{contract}"
+
+    return [
+        _el(
+            "tr",
+            _el("td", _SIGNS.get(c["change"], c["change"])),
+            _el("td", c["kind"]),
+            _el("td", c["name"]),
+            _el("td", version(c["old"])),
+            _el("td", version(c["new"])),
+            data_change=c["change"],
+        )
+        for c in changes
+    ]
+
+
+def _image_change_rows(change: Mapping[str, Any], anchors: Mapping[str, int]) -> list[_Markup]:
+    rows = []
+    for c in change["images"]:
+        reference = c["reference"]
+        name: object = reference
+        if reference in anchors and c["change"] != "removed":
+            name = _el("a", reference, href=f"#image-{anchors[reference]}")
+        replaces = f" (replaces {', '.join(c['replaces'])})" if c.get("replaces") else ""
+        rows.append(
+            _el(
+                "tr",
+                _el("td", _SIGNS.get(c["change"], c["change"])),
+                _el("td", name, replaces, class_="mono"),
+                _el("td", _code(c["oldDigest"] or "-")),
+                _el("td", _code(c["newDigest"] or "-")),
+                data_change=c["change"],
+            )
+        )
+    return rows
+
+
+def _change(change: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
+    images = change["images"]
+    tally = {
+        kind: sum(1 for c in images if c["change"] == kind)
+        for kind in ("added", "removed", "changed")
+    }
+    blobs = change["blobs"]
+    summary = _el(
+        "p",
+        f"Images: {tally['added']} added, {tally['removed']} removed, {tally['changed']} at "
+        f"another digest, {change['unchangedImages']} unchanged. New bytes: ",
+        _el("strong", human_size(blobs["newBytes"]), id="new-bytes", data_bytes=blobs["newBytes"]),
+        f" in {plural(blobs['new'], 'blob')} the base lacks "
+        f"({human_size(blobs['newCarriedBytes'])} carried, "
+        f"{human_size(blobs['newReliedBytes'])} relied on); "
+        f"{plural(blobs['removed'], 'blob')} only in the base, {blobs['common']} in both.",
+        " " + change["relation"] + "." if change.get("relation") else "",
+        id="change-summary",
+    )
+    version_headers = ["Change", "Kind", "Name", "Base", "This bundle"]
+    return _join(
+        [
+            summary,
+            _el("h3", "Providers"),
+            _table("change-providers", version_headers, _version_rows(change["providers"]))
+            if change["providers"]
+            else _el("p", "Providers: unchanged."),
+            _el("h3", "Content sets and charts"),
+            _table("change-contents", version_headers, _version_rows(change["contents"]))
+            if change["contents"]
+            else _el("p", "Content sets: unchanged."),
+            _el("h3", "Images"),
+            _table(
+                "change-images",
+                ["Change", "Image", "Base digest", "This bundle's digest"],
+                _image_change_rows(change, anchors),
+            )
+            if images
+            else _el("p", "Images: unchanged."),
+            _el("h3", "Bytes per kind, base beside this bundle"),
+            _bar_chart(change["bytesByKind"]["old"], change["bytesByKind"]["new"]),
+        ]
+    )
+
+
+def _bar_chart(old: Mapping[str, int], new: Mapping[str, int]) -> _Markup:
+    """Horizontal bars, two per kind (base grey, this bundle blue), labelled with sizes."""
+    kinds = sorted(old.keys() | new.keys(), key=lambda k: (-max(old.get(k, 0), new.get(k, 0)), k))
+    top = max([*old.values(), *new.values(), 1])
+    label_width, bar_width, row = 120, 420, 40
+    height = row * len(kinds) + 30
+    shapes: list[_Markup] = []
+    for n, kind in enumerate(kinds):
+        y = 24 + n * row
+        shapes.append(_el("text", kind, x=0, y=y + 13))
+        for offset, sizes, colour, side in (
+            (0, old, "var(--old)", "base"),
+            (16, new, "var(--new)", "this bundle"),
+        ):
+            size = sizes.get(kind, 0)
+            width = max(round(bar_width * size / top), 1 if size else 0)
+            shapes.append(
+                _el(
+                    "rect",
+                    _el("title", f"{kind}, {side}: {human_size(size)} ({size} bytes)"),
+                    x=label_width,
+                    y=y + offset,
+                    width=width,
+                    height=14,
+                    fill=colour,
+                    data_kind=kind,
+                    data_side=side,
+                    data_bytes=size,
+                )
+            )
+            shapes.append(
+                _el("text", human_size(size), x=label_width + width + 6, y=y + offset + 11)
+            )
+    legend = _join(
+        [
+            _el("rect", x=label_width, y=2, width=12, height=12, fill="var(--old)"),
+            _el("text", "base", x=label_width + 16, y=12),
+            _el("rect", x=label_width + 70, y=2, width=12, height=12, fill="var(--new)"),
+            _el("text", "this bundle", x=label_width + 86, y=12),
+        ]
+    )
+    return _el(
+        "svg",
+        _el("title", "Bytes per content kind, base beside this bundle"),
+        legend,
+        *shapes,
+        xmlns="http://www.w3.org/2000/svg",
+        width=label_width + bar_width + 90,
+        height=height,
+        role="img",
+        id="bytes-chart",
+    )
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+
+def render(document: Mapping[str, Any], *, generated: str, tool: str) -> str:
+    """The review page of one ``verify --format json`` document (``Report.to_json``);
+    ``generated`` (a timestamp) and ``tool`` (airgap's version) say when and by what."""
+    anchors = _anchors(document)
+    sections: list[tuple[str, str, _Markup]] = []
+    if document["failures"]:
+        sections.append(("failures", "Failures", _failures(document)))
+    sections.append(("providers", "Providers", _providers(document, anchors)))
+    sections.append(("contents", "Content sets", _contents(document, anchors)))
+    sections.append(("images", "Images", _images(document)))
+    if document["policy"]:
+        sections.append(("policy", "Policy", _policy(document)))
+    if document.get("change") is not None:
+        sections.append(
+            ("change", "Change against the base bundle", _change(document["change"], anchors))
+        )
+    sections.append(("warnings", "Warnings", _warnings(document)))
+    toc = _el(
+        "nav",
+        _el("h2", "Contents of this report"),
+        _el("ol", *(_el("li", _el("a", title, href=f"#{key}")) for key, title, _ in sections)),
+        class_="toc",
+    )
+    body = _join(
+        [
+            _verdict(document, generated, tool),
+            toc,
+            _counts(document),
+            *(
+                _el("section", _el("h2", title), content, id=key, class_="part")
+                for key, title, content in sections
+            ),
+            _el("footer", _provenance_note(document)),
+        ]
+    )
+    verdict = "VERIFIED" if document["verified"] else "NOT VERIFIED"
+    head = _join(
+        [
+            _Markup('<meta charset="utf-8">'),
+            _void("meta", http_equiv="Content-Security-Policy", content=CSP),
+            _Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
+            _el("title", f"airgap review: {verdict}: {document['bundle']}"),
+            _el("style", _Markup(STYLE)),
+        ]
+    )
+    script = _el("script", _Markup(SCRIPT))
+    page = f"<head>{head}</head>\n<body>{body}{script}</body>"
+    return f'<!DOCTYPE html>\n<html lang="en">\n{page}\n</html>\n'
+
+
+def _provenance_note(document: Mapping[str, Any]) -> str:
+    if document["verified"]:
+        return (
+            "This report was generated from a verified bundle: its signature, every member's "
+            "digest, the tar's safety and the providers were checked (see Not checked above)."
+        )
+    return (
+        "This report was generated from a bundle that FAILED verification: nothing in it is "
+        "vouched for."
+    )

@@ -1,0 +1,150 @@
+"""``airgap verify --report``: the review page, read in a real browser.
+
+Headless Chromium loads each report from its ``file://`` URL with networking disabled,
+takes a screenshot and dumps the DOM after the page's script ran; the test reads the
+verdict, the counts and the change table there, and that a bundle carrying markup and
+script in its names showed them as text and ran none of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airgap.bundle.format import BundleManifest, ContentRecord
+from tests.harness import browser, tamper
+from tests.harness.cli import run_airgap
+from tests.harness.delta_fixtures import DeltaBundles
+
+pytestmark = pytest.mark.skipif(not browser.available(), reason="needs Debian's chromium")
+
+MARK = "data-pwned"
+# what a hostile bundle names things: each would mark the page if the browser ran it
+HOSTILE_SCRIPT = f"<script>document.title='PWNED';document.documentElement.setAttribute('{MARK}','script')</script>"
+HOSTILE_IMG = f"<img src=x onerror=\"document.documentElement.setAttribute('{MARK}','img')\">"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def verify_with_report(bundle: Path, key: Path, report: Path, *extra: str | Path) -> Any:
+    result = run_airgap(
+        "verify", bundle, "--key", key, "--report", report, "--format", "json", *extra
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    document = json.loads(result.stdout)
+    assert result.returncode == (0 if document["verified"] else 1), result.stderr
+    assert report.is_file()
+    return document
+
+
+def rows(table: browser.Element) -> list[browser.Element]:
+    (body,) = table.find_all("tbody")
+    return body.find_all("tr")
+
+
+def test_report_against_a_base_in_chromium(delta_bundles: DeltaBundles, tmp_path: Path) -> None:
+    report = tmp_path / "review.html"
+    document = verify_with_report(
+        delta_bundles.new, delta_bundles.key.public, report, "--base", delta_bundles.old
+    )
+    page = report.read_text()
+    # self-contained: nothing to fetch, from anywhere
+    for needle in ("src=", 'http-equiv="refresh"', "@import", "url("):
+        assert needle not in page, needle
+    assert 'href="http' not in page and 'href="//' not in page
+    loaded = browser.load(report, tmp_path / "review.png")
+    assert loaded.screenshot.read_bytes().startswith(PNG)
+    dom = browser.parse(loaded.dom)
+    (html,) = dom.find_all("html")
+    assert html.attributes.get("data-script") == "ready"  # the inline script ran
+    verdict = dom.by_id("verdict")
+    assert verdict.attributes["data-verdict"] == "verified" and verdict.text == "VERIFIED"
+    assert dom.by_id("verdict-line").text == document["verdict"]
+    assert document["signature"] in dom.by_id("verdict").text or document["signature"] in loaded.dom
+    assert document["manifestDigest"] in loaded.dom
+    assert dom.by_id("policy-result").text == "none given"
+    counts = {
+        key: int(dom.by_id(f"count-{key}").text) for key in ("providers", "images", "failures")
+    }
+    assert counts == {
+        "providers": len(document["providers"]),
+        "images": len(document["images"]),
+        "failures": 0,
+    }
+    assert len(rows(dom.by_id("images-table"))) == len(document["images"])
+    # the change: the core provider upgraded, delta/gone removed, delta/extra added
+    change = document["change"]
+    providers = {
+        (r.attributes["data-change"], r.find_all("td")[2].text)
+        for r in rows(dom.by_id("change-providers"))
+    }
+    assert providers == {("upgraded", "cluster-api")}
+    shown = {
+        (r.attributes["data-change"], r.find_all("td")[1].text)
+        for r in rows(dom.by_id("change-images"))
+    }
+    assert shown == {(c["change"], c["reference"]) for c in change["images"]}
+    assert {kind for kind, _ in shown} == {"added", "removed", "changed"}  # delta/app: v2
+    assert any("delta/extra" in ref for kind, ref in shown if kind == "added")
+    assert any("delta/gone" in ref for kind, ref in shown if kind == "removed")
+    new_bytes = dom.by_id("new-bytes")
+    assert int(new_bytes.attribute("data-bytes")) == change["blobs"]["newBytes"] > 0
+    bars = dom.by_id("bytes-chart").find_all("rect", data_kind="images")
+    assert {(b.attributes["data-side"], int(b.attribute("data-bytes"))) for b in bars} == {
+        ("base", change["bytesByKind"]["old"]["images"]),
+        ("this bundle", change["bytesByKind"]["new"]["images"]),
+    }
+
+
+def _hostile(manifest: BundleManifest) -> BundleManifest:
+    """Markup and script in an image name, a provider's label and source, and a chart's
+    name, source and warning (the manifest records no chart description: these are the
+    chart's strings it does record)."""
+    image = dataclasses.replace(manifest.images[0], reference=f"example.com/a{HOSTILE_SCRIPT}:v1")
+    provider = dataclasses.replace(
+        manifest.providers[0], label=HOSTILE_IMG, source=f"https://x/{HOSTILE_SCRIPT}"
+    )
+    chart = ContentRecord(
+        kind="charts",
+        name=f"chart{HOSTILE_IMG}",
+        version="1.0.0",
+        source=HOSTILE_SCRIPT,
+        files=[],
+        warnings=[f"description: {HOSTILE_SCRIPT}{HOSTILE_IMG}"],
+    )
+    return dataclasses.replace(
+        manifest,
+        images=[image, *manifest.images[1:]],
+        providers=[provider, *manifest.providers[1:]],
+        contents=[*manifest.contents, chart],
+    )
+
+
+def test_hostile_names_are_shown_as_text_in_chromium(
+    delta_bundles: DeltaBundles, tmp_path: Path
+) -> None:
+    bundle = tamper.resign(
+        delta_bundles.new, tmp_path / "hostile.tar", delta_bundles.key.private, edit=_hostile
+    )
+    report = tmp_path / "hostile.html"
+    document = verify_with_report(bundle, delta_bundles.key.public, report)
+    assert document["verified"] is False  # names the layout does not hold: FAILED, yet written
+    loaded = browser.load(report, tmp_path / "hostile.png")
+    dom = browser.parse(loaded.dom)
+    (html,) = dom.find_all("html")
+    assert MARK not in html.attributes and html.attributes.get("data-script") == "ready"
+    (title,) = dom.find_all("title")
+    assert title.text.startswith("airgap review: NOT VERIFIED") and "PWNED" not in title.text
+    assert dom.find_all("img") == [] and len(dom.find_all("script")) == 1
+    assert dom.by_id("verdict").attributes["data-verdict"] == "failed"
+    assert int(dom.by_id("count-failures").text) == len(document["failures"]) > 0
+    # shown, as text, where the bundle put them
+    assert HOSTILE_SCRIPT in dom.by_id("image-0").text
+    assert HOSTILE_SCRIPT in dom.by_id("provider-0").text
+    chart = dom.find_all("tr", id=f"content-{len(document['contents']) - 1}")[0]
+    assert HOSTILE_IMG in chart.text
+    warnings = dom.by_id("warnings-table").text
+    assert HOSTILE_SCRIPT in warnings and HOSTILE_IMG in warnings
