@@ -310,6 +310,22 @@ def test_max_age_boundary_and_units(capi_bundle: CollectedBundle, tmp_path: Path
         assert over.message == f"bundle older than {text}"
 
 
+def test_max_age_near_miss_is_said(capi_bundle: CollectedBundle) -> None:
+    """A bundle that passes today with a quarter of its allowed age or less left: the
+    review report's warnings name it (it may fail at the site)."""
+    manifest = dataclasses.replace(capi_bundle.manifest, created="2024-05-01T12:00:00Z")
+    created = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    policy = Policy(max_age=timedelta(days=30))
+    (early,) = evaluate(policy, manifest, now=created + timedelta(days=20))
+    (late,) = evaluate(policy, manifest, now=created + timedelta(days=25, hours=1))
+    (over,) = evaluate(policy, manifest, now=created + timedelta(days=31))
+    assert early.passed and early.near_miss == "" and "nearMiss" not in early.to_json()
+    assert late.passed
+    assert late.near_miss == "created 2024-05-01T12:00:00Z: within 4d of maxAge 30d"
+    assert late.to_json()["nearMiss"] == late.near_miss
+    assert not over.passed and over.near_miss == ""
+
+
 def test_unparseable_creation_time_fails_max_age(capi_bundle: CollectedBundle) -> None:
     manifest = dataclasses.replace(capi_bundle.manifest, created="yesterday")
     (result,) = evaluate(Policy(max_age=timedelta(days=1)), manifest)

@@ -17,10 +17,10 @@ import pytest
 
 from airgap.bundle.format import BundleManifest, ContentRecord
 from tests.harness import browser, tamper
-from tests.harness.cli import run_airgap
+from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
 
-pytestmark = pytest.mark.skipif(not browser.available(), reason="needs Debian's chromium")
+needs_chromium = pytest.mark.skipif(not browser.available(), reason="needs Debian's chromium")
 
 MARK = "data-pwned"
 # what a hostile bundle names things: each would mark the page if the browser ran it
@@ -45,6 +45,7 @@ def rows(table: browser.Element) -> list[browser.Element]:
     return body.find_all("tr")
 
 
+@needs_chromium
 def test_report_against_a_base_in_chromium(delta_bundles: DeltaBundles, tmp_path: Path) -> None:
     report = tmp_path / "review.html"
     document = verify_with_report(
@@ -92,6 +93,18 @@ def test_report_against_a_base_in_chromium(delta_bundles: DeltaBundles, tmp_path
     assert any("delta/gone" in ref for kind, ref in shown if kind == "removed")
     new_bytes = dom.by_id("new-bytes")
     assert int(new_bytes.attribute("data-bytes")) == change["blobs"]["newBytes"] > 0
+    # on paper: the verdict, the table of contents and the counts on page one, then
+    # each section from a page of its own
+    sections = dom.find_all("section")
+    assert [s.attribute("id") for s in sections] == [
+        "providers",
+        "contents",
+        "images",
+        "change",
+        "warnings",
+    ]
+    assert browser.print_pages(report, tmp_path / "review.pdf") >= 1 + len(sections)
+    assert "No policy (--policy)" in " ".join(document["notChecked"])
     bars = dom.by_id("bytes-chart").find_all("rect", data_kind="images")
     assert {(b.attributes["data-side"], int(b.attribute("data-bytes"))) for b in bars} == {
         ("base", change["bytesByKind"]["old"]["images"]),
@@ -123,6 +136,7 @@ def _hostile(manifest: BundleManifest) -> BundleManifest:
     )
 
 
+@needs_chromium
 def test_hostile_names_are_shown_as_text_in_chromium(
     delta_bundles: DeltaBundles, tmp_path: Path
 ) -> None:
@@ -148,3 +162,25 @@ def test_hostile_names_are_shown_as_text_in_chromium(
     assert HOSTILE_IMG in chart.text
     warnings = dom.by_id("warnings-table").text
     assert HOSTILE_SCRIPT in warnings and HOSTILE_IMG in warnings
+
+
+def test_report_and_base_on_the_command_line(delta_bundles: DeltaBundles, tmp_path: Path) -> None:
+    new, old, key = delta_bundles.new, delta_bundles.old, delta_bundles.key.public
+    # the text report says what changed too
+    result = run_airgap("verify", new, "--key", key, "--base", old)
+    assert result.returncode == 0, result.stderr
+    assert "\nChange against the base bundle:\n" in result.stdout
+    assert "delta/extra:v1" in result.stdout.split("Change against the base bundle:")[1]
+    # the SBOM replaces the report: neither a report nor a base beside it
+    report = tmp_path / "review.html"
+    result = run_airgap("verify", new, "--key", key, "--sbom", "spdx", "--report", report)
+    assert_clean_failure(result, 2, "--sbom")
+    # a report into a missing directory is refused before anything is hashed
+    result = run_airgap("verify", new, "--key", key, "--report", tmp_path / "gone" / "r.html")
+    assert_clean_failure(result, 2, "does not exist")
+    # a base signed by another key: one line, exit 1, no report
+    private, _ = tamper.new_key(tmp_path)
+    other = tamper.resign_as_is(old, tmp_path / "other.tar", private)
+    result = run_airgap("verify", new, "--key", key, "--base", other, "--report", report)
+    assert_clean_failure(result, 1, "base bundle", "signature")
+    assert not report.exists()

@@ -197,6 +197,8 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
     """Providers and images as ``inspect --format json`` and the verify report show them."""
     attached = _attached_by_image(manifest)
     signed_sources = {image.reference for image in filtered_signed_indexes(manifest)}
+    content_files = {path for c in manifest.contents for path in c.files}
+    digests = {f.path: f"sha256:{f.sha256}" for f in manifest.files if f.path in content_files}
     return {
         "formatVersion": manifest.format_version,
         "created": manifest.created,
@@ -221,6 +223,8 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "version": c.version,
                 "source": c.source,
                 "files": c.files,
+                # what a reviewer pins a chart, its values and a manifest by
+                "fileDigests": {path: digests[path] for path in c.files if path in digests},
                 "images": c.images,
                 "warnings": c.warnings,
                 **({"provenance": c.provenance} if c.provenance else {}),

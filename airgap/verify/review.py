@@ -82,6 +82,9 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1r
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .86em;
   overflow-wrap: anywhere; }
+ul.files { list-style: none; padding: 0; margin: 0; } ul.files code { white-space: nowrap; }
+ul.files .digest { display: block; color: var(--muted); font-size: .75rem;
+  font-family: ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }
 .notchecked li, .failures li { margin: .2rem 0; } .failures { color: var(--bad); }
 nav.toc ol { columns: 2; margin: .3rem 0; } .counts { display: flex; flex-wrap: wrap; gap: .6rem; }
 .counts div { border: 1px solid var(--line); border-radius: 6px; padding: .4rem .8rem; }
@@ -96,6 +99,7 @@ td.num { text-align: right; white-space: nowrap; } tr:target { background: #fff8
   border: 1px solid var(--line); white-space: nowrap; }
 .tag.good { color: var(--ok); border-color: var(--ok); }
 .tag.bad { color: var(--bad); border-color: var(--bad); }
+tr[data-change] td:first-child { white-space: nowrap; }
 tr[data-change=added] td:first-child { color: var(--ok); }
 tr[data-change=removed] td:first-child { color: var(--bad); }
 input[data-filter] { margin: .2rem 0; padding: .25rem .4rem; width: 18rem; }
@@ -288,7 +292,21 @@ def _providers(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Mark
 def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
     rows = []
     for n, c in enumerate(document["contents"]):
-        files = _el("ul", *(_el("li", _code(f.rsplit("/", 1)[-1]), title=f) for f in c["files"]))
+        digests = c.get("fileDigests", {})
+        files = _el(
+            "ul",
+            *(
+                _el(
+                    "li",
+                    _code(f.rsplit("/", 1)[-1]),
+                    " ",
+                    _el("span", digests.get(f, ""), class_="digest"),
+                    title=f,
+                )
+                for f in c["files"]
+            ),
+            class_="files",
+        )
         rows.append(
             _el(
                 "tr",

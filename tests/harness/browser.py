@@ -10,6 +10,7 @@ reaches the next.
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 import subprocess
 import tempfile
@@ -147,3 +148,25 @@ def parse(dom: str) -> Element:
     builder.feed(dom)
     builder.close()
     return builder.root
+
+
+def print_pages(page: Path, pdf: Path, *, timeout: float = 120) -> int:
+    """Print ``page`` to ``pdf`` as the browser would on paper (the print stylesheet);
+    the number of pages."""
+    isolation = _isolated()
+    with tempfile.TemporaryDirectory(prefix="airgap-chromium-") as profile:
+        command = [
+            *isolation,
+            CHROMIUM,
+            *FLAGS,
+            *([] if isolation else NO_PROXY_FLAGS),
+            f"--user-data-dir={profile}",
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={pdf}",
+            page.resolve().as_uri(),
+        ]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    assert result.returncode == 0 and pdf.is_file(), result.stderr[-2000:]
+    return len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf.read_bytes()))
