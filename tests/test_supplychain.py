@@ -32,7 +32,7 @@ from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
 from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust
 from airgap.supplychain.sigstore import verify_bundle
-from tests.harness import cosign, skopeo, tamper
+from tests.harness import browser, cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
@@ -382,8 +382,18 @@ def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
     # offline: the verifier's policy names the identity and the key, not the trust
     # material: the Fulcio root and Rekor key come from the (signed) bundle
     offline = _policy(upstream, tmp_path / "verify-policy.yaml", trust=False)
+    review = tmp_path / "review.html"
     result = run_airgap(
-        "verify", bundle, "--key", signing_key.public, "--policy", offline, "--format", "json"
+        "verify",
+        bundle,
+        "--key",
+        signing_key.public,
+        "--policy",
+        offline,
+        "--format",
+        "json",
+        "--report",
+        review,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     (rule,) = json.loads(result.stdout)["policy"]
@@ -392,6 +402,11 @@ def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
     key = f"key {upstream.public_key}"  # named as the policy names it
     assert signed[images[0]] == key  # the keyed layer comes first
     assert signed[images[1]] == f"{key}, on the source index {upstream.multi.digest}"
+    # the review report says so on each image's row, with who signed it
+    page = browser.parse(review.read_text())
+    for number, image in enumerate(images):
+        (tag,) = page.by_id(f"image-{number}").find_all("span", class_="tag good")
+        assert tag.text == "signature verified" and tag.attribute("title") == signed[image]
     # keyless alone: the app's second layer, its certificate long expired but valid
     # when Rekor logged it
     keyless = _policy(
@@ -411,14 +426,29 @@ def test_tampered_signatures_are_named_with_their_reason(
     images = [upstream.ref(f"signed/{name}:v1") for name in TAMPERED]
     bundle, _ = _collect(tmp_path, signing_key, images)
     policy = _policy(upstream, tmp_path / "policy.yaml")
+    review = tmp_path / "review.html"
     result = run_airgap(
-        "verify", bundle, "--key", signing_key.public, "--policy", policy, "--format", "json"
+        "verify",
+        bundle,
+        "--key",
+        signing_key.public,
+        "--policy",
+        policy,
+        "--format",
+        "json",
+        "--report",
+        review,
     )
     assert result.returncode == 1
-    assert "requireSignatures" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "requireSignatures" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 2  # and the report's line
+    assert "review report (NOT verified) written to" in result.stderr
     (rule,) = json.loads(result.stdout)["policy"]
     offending = dict(line.split(": ", 1) for line in rule["offending"])
     assert set(offending) == set(images)
+    images_table = browser.parse(review.read_text()).by_id("images-table")
+    refused = [t.attribute("title") for t in images_table.find_all("span", class_="tag bad")]
+    assert sorted(refused) == sorted(offending.values())  # one per image, with its reason
     for name, reason in TAMPERED.items():
         assert reason in offending[upstream.ref(f"signed/{name}:v1")], (name, offending)
     # collect applies the same policy before signing: it fails and writes nothing

@@ -324,18 +324,21 @@ def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Marku
 
 
 def _signature_checks(document: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """requireSignatures' findings by image: who signed it, and why it did not verify."""
+    """requireSignatures' findings by image (its lines are ``REFERENCE: what``): who
+    signed it, and why it did not verify."""
+    references = {i["reference"] for i in document["images"]}
     signed: dict[str, str] = {}
     refused: dict[str, str] = {}
-    references = [i["reference"] for i in document["images"]]
     for rule in document["policy"]:
         if rule["rule"] != "requireSignatures":
             continue
         for into, lines in ((signed, rule.get("details", [])), (refused, rule["offending"])):
             for line in lines:
-                for reference in references:
-                    if line.startswith(f"{reference}: "):
-                        into[reference] = line[len(reference) + 2 :]
+                at = line.find(": ")
+                while at >= 0 and line[:at] not in references:
+                    at = line.find(": ", at + 1)
+                if at >= 0:
+                    into[line[:at]] = line[at + 2 :]
     return signed, refused
 
 

@@ -101,10 +101,12 @@ class Element:
         return "".join(self.parts)
 
     def find_all(self, tag: str | None = None, **attributes: str) -> list[Element]:
+        """Descendants of ``tag`` (any: None) whose attributes have these values
+        (``class_`` is class, ``data_kind`` is data-kind)."""
         found = []
         for child in self.children:
             if (tag is None or child.tag == tag) and all(
-                child.attributes.get(name.replace("_", "-")) == value
+                child.attributes.get(name.rstrip("_").replace("_", "-")) == value
                 for name, value in attributes.items()
             ):
                 found.append(child)
