@@ -447,8 +447,8 @@ def test_tampered_signatures_are_named_with_their_reason(
     offending = dict(line.split(": ", 1) for line in rule["offending"])
     assert set(offending) == set(images)
     images_table = browser.parse(review.read_text()).by_id("images-table")
-    refused = [t.attribute("title") for t in images_table.find_all("span", class_="tag bad")]
-    assert sorted(refused) == sorted(offending.values())  # one per image, with its reason
+    reasons = [t.attribute("title") for t in images_table.find_all("span", class_="tag bad")]
+    assert sorted(reasons) == sorted(offending.values())  # one per image, with its reason
     for name, reason in TAMPERED.items():
         assert reason in offending[upstream.ref(f"signed/{name}:v1")], (name, offending)
     # collect applies the same policy before signing: it fails and writes nothing
