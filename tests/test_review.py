@@ -27,6 +27,7 @@ MARK = "data-pwned"
 HOSTILE_SCRIPT = f"<script>document.title='PWNED';document.documentElement.setAttribute('{MARK}','script')</script>"
 HOSTILE_IMG = f"<img src=x onerror=\"document.documentElement.setAttribute('{MARK}','img')\">"
 PNG = b"\x89PNG\r\n\x1a\n"
+SPOOF = "\u202eexe.txt"  # a right-to-left override: would read as "txt.exe"
 
 
 def verify_with_report(bundle: Path, key: Path, report: Path, *extra: str | Path) -> Any:
@@ -118,7 +119,9 @@ def _hostile(manifest: BundleManifest) -> BundleManifest:
     chart's strings it does record)."""
     image = dataclasses.replace(manifest.images[0], reference=f"example.com/a{HOSTILE_SCRIPT}:v1")
     provider = dataclasses.replace(
-        manifest.providers[0], label=HOSTILE_IMG, source=f"https://x/{HOSTILE_SCRIPT}"
+        manifest.providers[0],
+        label=HOSTILE_IMG,
+        source=f"https://x/{HOSTILE_SCRIPT}/{SPOOF}",
     )
     chart = ContentRecord(
         kind="charts",
@@ -158,6 +161,7 @@ def test_hostile_names_are_shown_as_text_in_chromium(
     # shown, as text, where the bundle put them
     assert HOSTILE_SCRIPT in dom.by_id("image-0").text
     assert HOSTILE_SCRIPT in dom.by_id("provider-0").text
+    assert "\u202e" not in loaded.dom and "\\u202eexe.txt" in dom.by_id("provider-0").text
     chart = dom.find_all("tr", id=f"content-{len(document['contents']) - 1}")[0]
     assert HOSTILE_IMG in chart.text
     warnings = dom.by_id("warnings-table").text

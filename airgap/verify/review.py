@@ -20,7 +20,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airgap.textfmt import human_size, plural
+from airgap.textfmt import human_size, plural, printable
 
 SCRIPT = """(function () {
   var root = document.documentElement;
@@ -121,7 +121,10 @@ class _Markup(str):
 
 
 def _escape(value: object) -> _Markup:
-    return _Markup(html.escape(str(value), quote=True))
+    """Text as HTML shows it: markup characters escaped, and control and format
+    characters (a right-to-left override that makes one name read as another, a
+    surrogate that is not UTF-8) shown as backslash escapes, as the terminal shows them."""
+    return _Markup(html.escape(printable(str(value)), quote=True))
 
 
 def _join(children: Iterable[object]) -> _Markup:
@@ -130,7 +133,7 @@ def _join(children: Iterable[object]) -> _Markup:
 
 def _attributes(attributes: Mapping[str, object]) -> str:
     return "".join(
-        f' {name.rstrip("_").replace("_", "-")}="{html.escape(str(value), quote=True)}"'
+        f' {name.rstrip("_").replace("_", "-")}="{_escape(value)}"'
         for name, value in attributes.items()
         if value is not None and value is not False
     )
