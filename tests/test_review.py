@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,40 @@ def test_report_against_a_base_in_chromium(delta_bundles: DeltaBundles, tmp_path
         ("base", change["bytesByKind"]["old"]["images"]),
         ("this bundle", change["bytesByKind"]["new"]["images"]),
     }
+
+
+# what a reviewer does with the tables: sort images by size both ways, then filter them
+# (run after the page's own script, in a copy whose policy lets a second script run)
+DRIVE = """<script>
+var table = document.getElementById("images-table"), size = table.tHead.rows[0].cells[3];
+var column = function () {
+  return Array.prototype.map.call(table.tBodies[0].rows, function (row) {
+    return row.cells[3].getAttribute("data-sort");
+  }).join(",");
+};
+size.click(); document.body.setAttribute("data-up", column());
+size.click(); document.body.setAttribute("data-down", column());
+var box = document.querySelector("input[data-filter=images-table]");
+box.value = "EXTRA"; box.dispatchEvent(new Event("input"));
+var shown = Array.prototype.filter.call(table.tBodies[0].rows, function (r) { return !r.hidden; });
+document.body.setAttribute("data-shown", shown.length + ":" + box.hidden);
+</script>"""
+
+
+@needs_chromium
+def test_sorting_and_filtering_in_chromium(delta_bundles: DeltaBundles, tmp_path: Path) -> None:
+    report = tmp_path / "review.html"
+    document = verify_with_report(delta_bundles.new, delta_bundles.key.public, report)
+    page = report.read_text()
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', page)
+    assert policy is not None
+    driven = tmp_path / "driven.html"
+    driven.write_text(page.replace(policy.group(0), "").replace("</body>", DRIVE + "</body>"))
+    (body,) = browser.parse(browser.load(driven, tmp_path / "driven.png").dom).find_all("body")
+    sizes = sorted(i["size"] for i in document["images"])
+    assert body.attribute("data-up") == ",".join(map(str, sizes))
+    assert body.attribute("data-down") == ",".join(map(str, reversed(sizes)))
+    assert body.attribute("data-shown") == "1:false"  # delta/extra:v1 alone; the box shown
 
 
 def _hostile(manifest: BundleManifest) -> BundleManifest:
