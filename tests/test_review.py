@@ -223,3 +223,20 @@ def test_report_and_base_on_the_command_line(delta_bundles: DeltaBundles, tmp_pa
     result = run_airgap("verify", new, "--key", key, "--base", other, "--report", report)
     assert_clean_failure(result, 1, "base bundle", "signature")
     assert not report.exists()
+    # --no-signature: intact, but nobody vouches for it, and the page says so first
+    result = run_airgap("verify", new, "--no-signature", "--report", report)
+    assert result.returncode == 0, result.stderr
+    page = browser.parse(report.read_text())
+    verdict = page.by_id("verdict")
+    assert verdict.attribute("data-verdict") == "unsigned"
+    assert verdict.text == "NOT VERIFIED: SIGNATURE NOT CHECKED"
+    assert "--no-signature" in page.by_id("not-checked").text
+    # not a bundle at all: nothing to list, and a report that says NOT VERIFIED
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(bytes(range(256)) * 40)
+    result = run_airgap("verify", junk, "--key", key, "--report", report, "--base", old)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    page = browser.parse(report.read_text())
+    assert page.by_id("verdict").attribute("data-verdict") == "failed"
+    assert int(page.by_id("count-failures").text) > 0 and page.by_id("count-images").text == "0"
+    assert page.find_all(id="change") == []  # no manifest: nothing to compare

@@ -86,7 +86,11 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         manifest = self.bundle.manifest
-        inventory = inventory_json(manifest) if manifest else {"providers": [], "images": []}
+        inventory = (
+            inventory_json(manifest)
+            if manifest
+            else {"providers": [], "contents": [], "images": []}
+        )
         return {
             "bundle": str(self.bundle.path),
             "verified": self.ok,

@@ -206,8 +206,29 @@ def _policy_fact(document: Mapping[str, Any]) -> str:
     return f"passed ({plural(len(rules), 'rule')})"
 
 
+_HEADINGS = {
+    "verified": ("VERIFIED", ""),
+    "unsigned": (
+        "NOT VERIFIED: SIGNATURE NOT CHECKED",
+        "the bundle's signature was not checked (--no-signature), so who made it, and "
+        "whether it changed since, is unknown; its contents match its own manifest.",
+    ),
+    "failed": (
+        "NOT VERIFIED",
+        "the bundle failed verification. What follows is what the bundle claims, not "
+        "what was proven.",
+    ),
+}
+
+
+def _state(document: Mapping[str, Any]) -> str:
+    """verified; unsigned (intact, but --no-signature: nobody vouches for it); failed."""
+    if not document["verified"]:
+        return "failed"
+    return "verified" if document["signatureChecked"] else "unsigned"
+
+
 def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> _Markup:
-    verified = bool(document["verified"])
     signer = document["signature"] or (
         "NOT CHECKED (--no-signature)" if not document["signatureChecked"] else "none"
     )
@@ -232,17 +253,17 @@ def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> _Markup:
         facts.append(("Compared with", _join([_code(old["bundle"]), " ", _code(old["manifest"])])))
     facts.append(("Report", f"generated {generated} by airgap {tool}"))
     dl = _el("dl", *(_join([_el("dt", k), _el("dd", v)]) for k, v in facts), class_="facts")
-    title = "VERIFIED" if verified else "NOT VERIFIED"
-    heading = _el("h1", title, id="verdict", data_verdict="verified" if verified else "failed")
+    state = _state(document)
+    title, warning = _HEADINGS[state]
+    heading = _el("h1", title, id="verdict", data_verdict=state)
     loud = (
-        ""
-        if verified
-        else _el(
+        _el(
             "p",
             _el("strong", "Do not approve this transfer on the strength of this report:"),
-            " the bundle failed verification. What follows is what the bundle claims, "
-            "not what was proven.",
+            f" {warning}",
         )
+        if warning
+        else ""
     )
     missing = _el("ul", *(_el("li", item) for item in document["notChecked"]), id="not-checked")
     return _el(
@@ -253,7 +274,7 @@ def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> _Markup:
         dl,
         _el("h3", "Not checked"),
         missing,
-        class_="verdict" if verified else "verdict failed",
+        class_="verdict" if state == "verified" else "verdict failed",
     )
 
 
@@ -631,7 +652,7 @@ def render(document: Mapping[str, Any], *, generated: str, tool: str) -> str:
             _el("footer", _provenance_note(document)),
         ]
     )
-    verdict = "VERIFIED" if document["verified"] else "NOT VERIFIED"
+    verdict = _HEADINGS[_state(document)][0]
     head = _join(
         [
             _Markup('<meta charset="utf-8">'),
@@ -647,10 +668,16 @@ def render(document: Mapping[str, Any], *, generated: str, tool: str) -> str:
 
 
 def _provenance_note(document: Mapping[str, Any]) -> str:
-    if document["verified"]:
+    state = _state(document)
+    if state == "verified":
         return (
             "This report was generated from a verified bundle: its signature, every member's "
             "digest, the tar's safety and the providers were checked (see Not checked above)."
+        )
+    if state == "unsigned":
+        return (
+            "This report was generated from a bundle whose signature was NOT checked: its "
+            "members match its own manifest, which nobody vouches for."
         )
     return (
         "This report was generated from a bundle that FAILED verification: nothing in it is "
