@@ -21,6 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from airgap import yamlsafe
 from airgap.content.constraints import satisfies
 from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
+from airgap.content.kubeadm import kubernetes_version_problem
 from airgap.errors import InputError, SpecError
 from airgap.inputfile import check_regular, read_small
 from airgap.limits import MAX_SPEC_BYTES
@@ -53,7 +54,9 @@ _TOP_KEYS = (
     "templates",
     "manifests",
     "charts",
+    "kubernetes",
 )
+_KUBERNETES_KEYS = ("versions", "url", "offline")
 _MANIFEST_KEYS = ("name", "url")
 _CHART_KEYS = ("repo", "oci", "name", "version", "caFile", "images", "keyring")
 MAX_ADDON_NAME = 57  # the Cluster label airgap.io/addon-NAME: its name part <= 63
@@ -91,12 +94,13 @@ class BundleSpec:
     templates: bool = True  # each infrastructure provider version's cluster templates
     manifests: tuple[ContentSpec, ...] = ()  # addon manifests for workload clusters
     charts: tuple[ContentSpec, ...] = ()  # Helm charts
+    kubernetes: tuple[ContentSpec, ...] = ()  # workload clusters' Kubernetes versions
 
     @property
     def contents(self) -> tuple[ContentSpec, ...]:
         """The content entries besides providers, in install order."""
         first = tuple(c for c in (self.cert_manager, self.operator) if c is not None)
-        return first + self.manifests + self.charts
+        return first + self.manifests + self.charts + self.kubernetes
 
 
 def load_spec(path: Path) -> BundleSpec:
@@ -137,6 +141,7 @@ class _SpecReader:
         operator = self.content(top.get("operator"), ContentKind.OPERATOR)
         manifests = self.manifests(top.get("manifests"))
         charts = self.charts(top.get("charts"))
+        kubernetes = self.kubernetes(top.get("kubernetes"))
         if not (
             providers
             or image_providers
@@ -145,12 +150,13 @@ class _SpecReader:
             or operator
             or manifests
             or charts
+            or kubernetes
         ):
             raise self.error(
                 root,
                 "",
                 "nothing to collect: list providers, images, certManager, operator, "
-                "manifests or charts",
+                "manifests, charts or kubernetes",
             )
         templates = top.get("templates")
         return BundleSpec(
@@ -164,6 +170,7 @@ class _SpecReader:
             templates=True if templates is None else self.boolean(top, "", "templates"),
             manifests=manifests,
             charts=charts,
+            kubernetes=kubernetes,
         )
 
     # --- sections -------------------------------------------------------------------
@@ -320,6 +327,37 @@ class _SpecReader:
             if url_problem:
                 raise self.error(keys["url"][1], f"{where}.url", url_problem)
             result.append(ContentSpec(ContentKind.MANIFESTS, LATEST, url, name))
+        return tuple(result)
+
+    def kubernetes(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:
+        """``kubernetes: {versions: [vX.Y.Z, ...], url?, offline?}``: the versions
+        workload clusters will run; ``url`` is where each tag's kubeadm source is read
+        (a raw-file server laid out ``URL/TAG/PATH``), ``offline`` takes the built-in
+        table instead (``content.kubeadm``)."""
+        if entry is None or _is_null(entry[1]):
+            return ()
+        keys = self.mapping(entry[1], "kubernetes", _KUBERNETES_KEYS)
+        if "versions" not in keys:
+            raise self.error(entry[1], "kubernetes", "missing required key 'versions'")
+        url = self.optional_string(keys, "kubernetes", "url", _check_url)
+        offline = "offline" in keys and self.boolean(keys, "kubernetes", "offline")
+        if offline and url is not None:
+            raise self.error(
+                keys["url"][1], "kubernetes.url", "offline: true reads no url; give one of them"
+            )
+        nodes = self.sequence(keys["versions"][1], "kubernetes.versions")
+        if not nodes:
+            raise self.error(keys["versions"][1], "kubernetes.versions", "empty list")
+        result: list[ContentSpec] = []
+        for index, node in enumerate(nodes):
+            where = f"kubernetes.versions[{index}]"
+            version = self.string(node, where)
+            problem = kubernetes_version_problem(version)
+            if problem:
+                raise self.error(node, where, problem)
+            if any(spec.version == version for spec in result):
+                raise self.error(node, where, f"version {version} is listed twice")
+            result.append(ContentSpec(ContentKind.KUBERNETES, version, url, offline=offline))
         return tuple(result)
 
     def charts(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:

@@ -168,12 +168,17 @@ def _charts(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
     )
 
 
+def _kubernetes(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
+    """A Kubernetes version is its images: pushed with the others, no file to emit."""
+
+
 _EMITTERS = {
     ContentKind.CERT_MANAGER: _cert_manager,
     ContentKind.OPERATOR: _operator,
     ContentKind.TEMPLATES: _templates,
     ContentKind.MANIFESTS: _addons,
     ContentKind.CHARTS: _charts,
+    ContentKind.KUBERNETES: _kubernetes,
 }
 
 

@@ -18,7 +18,15 @@ import httpx
 
 from airgap.content.chart import read_chart_family
 from airgap.content.helm import ChartSource, PoolFactory, chart_source, fetch_chart
-from airgap.content.kinds import ADDONS_DIR, ContentKind, ContentSpec, is_chart, is_manifest
+from airgap.content.kinds import (
+    ADDONS_DIR,
+    KUBERNETES_NAME,
+    ContentKind,
+    ContentSpec,
+    is_chart,
+    is_manifest,
+)
+from airgap.content.kubesource import KubeadmSource, fetch_kubeadm_images
 from airgap.content.urlfile import URLFileSource
 from airgap.errors import AirgapError, InputError, NotFoundError, utf8_text
 from airgap.limits import MAX_RELEASE_FILE_BYTES
@@ -65,6 +73,9 @@ def request_for(
     if spec.kind is ContentKind.MANIFESTS:
         assert spec.name is not None and spec.url is not None, "the spec reader checked"
         return ContentRequest(spec.kind, spec.name, spec.version, URLFileSource(spec.url, client))
+    if spec.kind is ContentKind.KUBERNETES:
+        kubeadm = KubeadmSource(spec.source_url, client, offline=spec.offline)
+        return ContentRequest(spec.kind, KUBERNETES_NAME, spec.version, kubeadm)
     source = source_for(spec.source_url, client)
     name = spec.kind.fixed_name
     assert name is not None
@@ -88,6 +99,10 @@ def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | 
         return _fetch_addon(request, dest_root)
     if kind is ContentKind.CHARTS:
         return _fetch_chart(request, dest_root)
+    if kind is ContentKind.KUBERNETES:
+        assert isinstance(source, KubeadmSource)
+        paths, found, origin = fetch_kubeadm_images(source, request.version, dest_root)
+        return FetchedContent(kind, request.name, request.version, origin, paths, found)
     version = source.resolve_version(request.version)
     who = f"{kind.title} {version} from {source.url}"
     names = _select(kind, version, source, who)

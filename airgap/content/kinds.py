@@ -24,6 +24,12 @@ Helm charts (``charts:``) are content as well: a record per spec entry, named an
 versioned as the chart's ``Chart.yaml`` says, under ``charts/NAME/VERSION``, holding the
 package as published (``NAME-VERSION.tgz``, its ``.prov`` when there is one) and the
 packages of the dependencies it does not vendor.
+
+Kubernetes versions (``kubernetes: {versions: [...]}``) are content too: a record per
+version, named ``kubernetes``, under ``content/kubernetes/VERSION``, holding the list of
+images that version's kubeadm pulls (``kubeadm-images.txt``, as ``kubeadm config images
+list`` prints it) and the release's ``constants.go`` it was derived from (absent when an
+offline collect used the built-in table: ``content.kubeadm``).
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ OPERATOR_FILE = "operator-components.yaml"
 # clusterctl's flavors: cluster-template.yaml, cluster-template-FLAVOR.yaml, and the
 # ClusterClasses they use (clusterclass-NAME.yaml), all in the release's assets.
 TEMPLATE_PATTERNS = ("cluster-template*.yaml", "clusterclass*.yaml")
+KUBERNETES_NAME = "kubernetes"
+# kubeadm's source at a tag, raw: URL/TAG/cmd/kubeadm/app/constants/constants.go
+KUBERNETES_URL = "https://raw.githubusercontent.com/kubernetes/kubernetes"
+# the kubeadm image list and the constants.go it was read from (content.kubeadm)
+KUBERNETES_FILES = ("kubeadm-images.txt", "constants.go")
 
 
 class ContentKind(enum.Enum):
@@ -62,6 +73,7 @@ class ContentKind(enum.Enum):
     TEMPLATES = "templates"
     MANIFESTS = "manifests"
     CHARTS = "charts"
+    KUBERNETES = "kubernetes"
 
     @property
     def title(self) -> str:
@@ -74,6 +86,7 @@ class ContentKind(enum.Enum):
         return {
             ContentKind.CERT_MANAGER: CERT_MANAGER_URL,
             ContentKind.OPERATOR: OPERATOR_URL,
+            ContentKind.KUBERNETES: KUBERNETES_URL,
         }.get(self)
 
     @property
@@ -82,12 +95,18 @@ class ContentKind(enum.Enum):
         return {
             ContentKind.CERT_MANAGER: CERT_MANAGER_NAME,
             ContentKind.OPERATOR: OPERATOR_NAME,
+            ContentKind.KUBERNETES: KUBERNETES_NAME,
         }.get(self)
 
     @property
     def unique(self) -> bool:
         """At most one record of this kind per bundle (one cert-manager, one operator)."""
-        return self not in (ContentKind.TEMPLATES, ContentKind.MANIFESTS, ContentKind.CHARTS)
+        return self not in (
+            ContentKind.TEMPLATES,
+            ContentKind.MANIFESTS,
+            ContentKind.CHARTS,
+            ContentKind.KUBERNETES,
+        )
 
     def directory(self, name: str, version: str) -> str:
         """The bundle directory of a record. Templates sit beside their provider's
@@ -135,6 +154,10 @@ class ContentKind(enum.Enum):
         if self is ContentKind.CHARTS:
             chart = is_chart(name) or name.endswith(CHART_SUFFIX + PROVENANCE_SUFFIX)
             return None if chart else f"{shown(name)} is not a chart package or its provenance"
+        if self is ContentKind.KUBERNETES and name not in KUBERNETES_FILES:
+            return f"{shown(name)} is not a file of Kubernetes ({', '.join(KUBERNETES_FILES)})"
+        if self is ContentKind.KUBERNETES:
+            return None
         if name not in allowed:
             return f"{shown(name)} is not a file of {self.title} (expected {', '.join(allowed)})"
         return None
@@ -146,6 +169,7 @@ _TITLES = {
     ContentKind.TEMPLATES: "cluster templates",
     ContentKind.MANIFESTS: "addon manifests",
     ContentKind.CHARTS: "Helm charts",
+    ContentKind.KUBERNETES: "Kubernetes",
 }
 
 
@@ -213,6 +237,7 @@ class ContentSpec:
     url: str | None = None
     name: str | None = None
     chart: ChartLocation | None = None  # charts: where the chart comes from
+    offline: bool = False  # kubernetes: the built-in table, no source read
 
     @property
     def source_url(self) -> str:

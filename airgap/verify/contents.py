@@ -75,6 +75,8 @@ def check_contents(
         failures += found
         if kind is ContentKind.CHARTS and not found:
             failures += _check_chart_images(content, read)
+        if kind is ContentKind.KUBERNETES and not found:
+            failures += _check_kubeadm_images(content, read)
         for image in content.images:
             if image not in listed:
                 failures.append(
@@ -143,6 +145,45 @@ def _check_chart_images(content: ContentRecord, read: ReadMember) -> list[Failur
         if missing:
             why = f"{path} names image {missing[0]} the record lacks"
             return [Failure("content", describe(content), why)]
+    return []
+
+
+def _check_kubeadm_images(content: ContentRecord, read: ReadMember) -> list[Failure]:
+    """A Kubernetes record lists exactly the images its ``kubeadm-images.txt`` lists,
+    and those are what kubeadm's rules give for the ``constants.go`` it carries (or,
+    without one, for the built-in table of an offline collect)."""
+    from airgap.content.kubeadm import (
+        BUILTIN_SOURCE,
+        CONSTANTS_FILE,
+        IMAGES_FILE,
+        builtin_constants,
+        kubeadm_images,
+        parse_constants,
+        read_images_file,
+    )
+
+    subject = describe(content)
+    by_name = {path.rsplit("/", 1)[1]: path for path in content.files}
+    if IMAGES_FILE not in by_name:
+        return [Failure("content", subject, f"has no {IMAGES_FILE}")]
+    try:
+        listed = read_images_file(read(by_name[IMAGES_FILE]), by_name[IMAGES_FILE])
+        if CONSTANTS_FILE in by_name:
+            path = by_name[CONSTANTS_FILE]
+            text = read(path).decode("utf-8", errors="replace")
+            constants = parse_constants(text, path)
+        elif content.source == BUILTIN_SOURCE:
+            constants = builtin_constants(content.version)
+        else:
+            return [Failure("content", subject, f"has no {CONSTANTS_FILE} its list follows from")]
+        expected = kubeadm_images(content.version, constants)
+    except InputError as exc:
+        return [Failure("content", subject, str(exc))]
+    if listed != content.images:
+        return [Failure("content", subject, f"{IMAGES_FILE} is not the record's image list")]
+    if listed != expected:
+        why = f"lists {', '.join(listed)}; kubeadm pulls {', '.join(expected)}"
+        return [Failure("content", subject, why)]
     return []
 
 
