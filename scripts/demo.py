@@ -29,6 +29,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from airgap.content.kubeadm import CONSTANTS_PATH, kubeadm_images, parse_constants  # noqa: E402
 from airgap.providers.types import ProviderType  # noqa: E402
 from tests.harness import skopeo  # noqa: E402
 from tests.harness.images import CorpusEntry, OciLayout, build_corpus, push_corpus  # noqa: E402
@@ -63,6 +64,27 @@ def versions(spec: dict[str, object]) -> tuple[str, str, str]:
     cert_manager, operator = spec["certManager"], spec["operator"]
     assert isinstance(cert_manager, dict) and isinstance(operator, dict)
     return capi, str(cert_manager["version"]), str(operator["version"])
+
+
+def kubernetes_images(spec: dict[str, object]) -> dict[str, tuple[str, str]]:
+    """The kubeadm images of the example's Kubernetes version, as its constants.go says
+    (tests/kubeadm holds the excerpt served below), each played by a multi-arch image."""
+    found: dict[str, tuple[str, str]] = {}
+    for version in kubernetes_versions(spec):
+        constants = parse_constants(kubeadm_constants(version), version)
+        for image in kubeadm_images(version, constants):
+            found[image] = ("multiarch", f"kubeadm {version}")
+    return found
+
+
+def kubernetes_versions(spec: dict[str, object]) -> list[str]:
+    section = spec.get("kubernetes")
+    assert isinstance(section, dict)
+    return [str(v) for v in section["versions"]]
+
+
+def kubeadm_constants(version: str) -> str:
+    return (ROOT / "tests" / "kubeadm" / f"constants-{version}.go").read_text()
 
 
 def upstream_images(capi: str, cert_manager: str, operator: str) -> dict[str, tuple[str, str]]:
@@ -140,13 +162,22 @@ def publish_releases(server: ReleaseServer, spec: dict[str, object]) -> dict[str
     )
     publish_cert_manager(server, images, cert_manager)
     publish_operator(server, by_role["operator"], operator)
+    for version in kubernetes_versions(spec):  # laid out as raw.githubusercontent.com
+        path = f"kubernetes/{version}/{CONSTANTS_PATH}"
+        server.add_plain(path, kubeadm_constants(version).encode())
     return {"GITHUB_API_URL": server.api_url}
 
 
-def write_spec(path: Path, spec: dict[str, object], mirror: RegistryServer) -> None:
-    """The example, plus the mirror standing in for the upstream registries."""
+def write_spec(
+    path: Path, spec: dict[str, object], mirror: RegistryServer, releases: ReleaseServer
+) -> None:
+    """The example, plus the mirror standing in for the upstream registries and the
+    fake GitHub's raw files for the Kubernetes source."""
+    kubernetes = spec["kubernetes"]
+    assert isinstance(kubernetes, dict)
     spec = {
         **spec,
+        "kubernetes": {**kubernetes, "url": releases.plain_url("kubernetes")},
         "registries": {
             host: {"mirror": f"{mirror.host}/{prefix}"} for host, prefix in MIRROR_PREFIX.items()
         },
@@ -154,7 +185,8 @@ def write_spec(path: Path, spec: dict[str, object], mirror: RegistryServer) -> N
     path.write_text(
         f"# {EXAMPLE.relative_to(ROOT)} as written, plus a registries: section: upstream\n"
         "# registries are pulled through a local mirror, so nothing leaves this machine while\n"
-        "# the bundle keeps the real names.\n" + yaml.safe_dump(spec, sort_keys=False)
+        "# the bundle keeps the real names; kubernetes.url: kubeadm's constants.go from the\n"
+        "# fake GitHub's raw files.\n" + yaml.safe_dump(spec, sort_keys=False)
     )
 
 
@@ -167,7 +199,7 @@ def write_policy(path: Path) -> None:
                 "requiredPlatforms": ["linux/amd64", "linux/arm64"],
                 "maxAge": "30d",
                 "requiredProviderTypes": ["CoreProvider", "InfrastructureProvider"],
-                "requiredContent": ["certManager", "operator", "templates"],
+                "requiredContent": ["certManager", "operator", "templates", "kubernetes"],
             },
             sort_keys=False,
         )
@@ -193,7 +225,7 @@ def main() -> int:
         layout = OciLayout(work / "corpus")
         build_corpus(layout)
         spec = example()
-        upstream = upstream_images(*versions(spec))
+        upstream = upstream_images(*versions(spec)) | kubernetes_images(spec)
         entries = {
             reference: CorpusEntry(corpus, *mirror_reference(reference))
             for reference, (corpus, _role) in upstream.items()
@@ -211,7 +243,7 @@ def main() -> int:
 
         step(f"Connected side: key, spec ({EXAMPLE.relative_to(ROOT)}), collect, inspect")
         airgap("keygen", out / "signing.key")
-        write_spec(out / "capi-demo.yaml", spec, mirror)
+        write_spec(out / "capi-demo.yaml", spec, mirror, releases)
         bundle = out / "capi-demo.tar"
         airgap(
             "collect",
