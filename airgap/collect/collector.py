@@ -278,8 +278,9 @@ def _fetch_contents(
     the other providers of a monorepo release would carry the same files again."""
     requests = [request_for(entry, client, pools) for entry in spec.contents]
     if spec.templates:
+        versions = tuple(entry.version for entry in spec.kubernetes)
         requests += [
-            ContentRequest(ContentKind.TEMPLATES, p.label, p.version, p.release)
+            ContentRequest(ContentKind.TEMPLATES, p.label, p.version, p.release, versions)
             for p in providers
             if p.release is not None and p.type is ProviderType.INFRASTRUCTURE
         ]

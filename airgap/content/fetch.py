@@ -27,10 +27,11 @@ from airgap.content.kinds import (
     is_manifest,
 )
 from airgap.content.kubesource import KubeadmSource, fetch_kubeadm_images
+from airgap.content.templateimages import template_images
 from airgap.content.urlfile import URLFileSource
 from airgap.errors import AirgapError, InputError, NotFoundError, utf8_text
 from airgap.limits import MAX_RELEASE_FILE_BYTES
-from airgap.providers.components import lenient_images, parse_components
+from airgap.providers.components import parse_components
 from airgap.providers.sources import ReleaseSource, source_for
 
 
@@ -42,6 +43,8 @@ class ContentRequest:
     name: str
     version: str
     source: ReleaseSource
+    # templates: the Kubernetes versions their clusters are rendered for
+    kubernetes_versions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def fetch_content(request: ContentRequest, dest_root: Path) -> FetchedContent | 
         files.append(path)
     if not files:
         return None
-    images, unresolved = discover(kind, files, who)
+    images, unresolved = discover(kind, files, who, request.kubernetes_versions)
     return FetchedContent(kind, request.name, version, source.url, files, images, unresolved)
 
 
@@ -186,10 +189,13 @@ def _select(
     return list(dict.fromkeys(wanted))
 
 
-def discover(kind: ContentKind, files: Iterable[Path], who: str) -> tuple[list[str], list[str]]:
-    """Images every file runs: manifests like components (templates leniently: an
-    image only a variable names is reported, not carried), charts as Helm renders them
-    (a dependency with what its parent gives it: ``read_chart_family``)."""
+def discover(
+    kind: ContentKind, files: Iterable[Path], who: str, kubernetes: tuple[str, ...] = ()
+) -> tuple[list[str], list[str]]:
+    """Images every file runs: manifests like components (templates leniently, for
+    each carried Kubernetes version, node images and static Pods included: an image
+    only a variable names is reported, not carried), charts as Helm renders them (a
+    dependency with what its parent gives it: ``read_chart_family``)."""
     images: dict[str, None] = {}
     unresolved: list[str] = []
     charts = [(_read_bytes(path), f"{path.name} of {who}") for path in files if is_chart(path.name)]
@@ -201,7 +207,7 @@ def discover(kind: ContentKind, files: Iterable[Path], who: str) -> tuple[list[s
         if is_manifest(path.name):
             text = utf8_text(_read_bytes(path), str(path))
             if kind is ContentKind.TEMPLATES:
-                found, problems = lenient_images(text, origin)
+                found, problems = template_images(text, origin, kubernetes)
                 unresolved.extend(problems)
             else:
                 found = parse_components(text, origin).images

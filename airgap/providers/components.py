@@ -247,6 +247,12 @@ def _resolve_image(raw: Any, source: str, where: str) -> str:
         raise InputError(f"{source}: {where}: {exc}") from None
 
 
+def resolve_image(raw: Any, source: str, where: str) -> str:
+    """An image as written, variable defaults applied and normalised; InputError naming
+    the variable without a default (what whoever generates the cluster must set)."""
+    return _resolve_image(raw, source, where)
+
+
 def lenient_images(text: str, source: str) -> tuple[list[str], list[str]]:
     """Every image a manifest's workloads run that resolves on its own, normalised, in
     order of first appearance; and why each of the others does not.
