@@ -346,6 +346,7 @@ def run_import(
                 keep_registry=options.keep_registry,
                 ca_pem=ca_pem,
                 plain_http=plain_http,
+                contents=contents,
             )
             from airgap.mirror.manifestimage import COMPONENTS_FILE, component_list
 

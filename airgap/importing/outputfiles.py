@@ -8,10 +8,13 @@ import json
 from collections.abc import Collection
 from collections.abc import Mapping as MappingType
 from pathlib import Path
+from typing import Any
 
 from airgap import fsutil, phases
+from airgap.content.kinds import ContentKind
 from airgap.importing import outputlisting
 from airgap.importing.outputlisting import IMPORT, OPERATOR
+from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Mapping, Target
 from airgap.rewrite.providers import RewrittenProvider
 
@@ -24,10 +27,11 @@ def import_files(
     keep_registry: bool,
     ca_pem: bytes | None = None,
     plain_http: bool = False,
+    contents: Collection[RewrittenContent] = (),
 ) -> dict[str, bytes]:
     """Relative path -> content of these files (the operator's objects and the report
     are built elsewhere)."""
-    from airgap.mirror import nodeconfig  # only when building
+    from airgap.mirror import nodeconfig, workload  # only when building
 
     files: dict[str, bytes] = {}
     for provider in providers:
@@ -38,14 +42,33 @@ def import_files(
     files["clusterctl-images.yaml"] = nodeconfig.clusterctl_images(
         {p.record.label: p.record.images for p in providers}, by_source
     ).encode()
-    files |= nodeconfig.node_files(
+    node = nodeconfig.node_files(
         mappings, target, keep_registry, ca_pem=ca_pem, plain_http=plain_http
     )
+    files |= node
+    files |= workload.component_files(node, _cluster_classes(contents))
     files["mirror/openshift/mirror-sets.yaml"] = nodeconfig.mirror_sets(
         mappings, target, keep_registry
     ).encode()
     files["mapping.txt"] = nodeconfig.mapping_txt(mappings).encode()
     return files
+
+
+def _cluster_classes(contents: Collection[RewrittenContent]) -> list[dict[str, Any]]:
+    """The ClusterClasses of the carried templates (``clusterclass*.yaml``)."""
+    from airgap.yamlload import iter_documents
+
+    classes: list[dict[str, Any]] = []
+    for content in contents:
+        if content.kind is not ContentKind.TEMPLATES:
+            continue
+        for name, data in content.files.items():
+            if not name.startswith("clusterclass"):
+                continue
+            for document in iter_documents(data.decode(), name, kinds=frozenset({"ClusterClass"})):
+                if isinstance(document, dict) and isinstance(document.get("metadata"), dict):
+                    classes.append(document)
+    return classes
 
 
 def json_bytes(document: object) -> bytes:

@@ -31,7 +31,12 @@ def strict(node: Any) -> Any:
         return [strict(item) for item in node]
     if not isinstance(node, dict):
         return node
-    result = {key: strict(value) for key, value in node.items() if key != "description"}
+    # a description is text; a property named "description" (a schema) stays
+    result = {
+        key: strict(value)
+        for key, value in node.items()
+        if key != "description" or isinstance(value, dict)
+    }
     if (
         "properties" in result
         and "additionalProperties" not in result

@@ -1,0 +1,248 @@
+"""Workload clusters' nodes pull through the mirror: the Component import writes, applied
+by ``kubectl kustomize`` to Cluster API's own CAPD templates (v1.11.3, tests/capd/),
+written into a node root as cloud-init writes ``files:``, lets a real containerd pull
+every kubeadm image of the carried version and the CAPD node image by their ORIGINAL
+references with the source registry stopped; the patched objects validate against the
+real Cluster API CRD schemas (tests/schemas/capi-v1beta2-*.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from airgap.bundle.format import BundleManifest
+from airgap.mirror.workload import CONFIG_PATH_COMMAND, PATCH_PREFIX
+from airgap.providers.components import VARIABLE_RE
+from airgap.providers.types import ProviderType
+from tests.conftest import start_registry, stop_registry
+from tests.harness import tamper
+from tests.harness.bundle_fixtures import SigningKey
+from tests.harness.capi import write_spec
+from tests.harness.cli import run_airgap
+from tests.harness.images import OciLayout, push_image
+from tests.harness.pki import Pki
+from tests.harness.registry import RegistryFactory
+from tests.harness.releases import ReleaseServer, make_release_files
+from tests.harness.runtimes import Containerd, missing_runtime
+from tests.test_kubernetes_images import KUBEADM_LISTS, publish
+
+CAPD = Path(__file__).parent / "capd"
+SCHEMAS = Path(__file__).parent / "schemas"
+VERSION = "v1.34.0"
+NODE_IMAGE = f"docker.io/kindest/node:{VERSION}"
+MANAGER = "registry.k8s.io/cluster-api/capd-manager:v1.11.3"
+VARIABLES = {
+    "CLUSTER_NAME": "edge-1",
+    "NAMESPACE": "default",
+    "CONTROL_PLANE_MACHINE_COUNT": "1",
+    "WORKER_MACHINE_COUNT": "1",
+    "KUBERNETES_VERSION": VERSION,
+}
+
+PSS_ENABLED = "{{ .podSecurityStandard.enabled }}"
+
+pytestmark = pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime()))
+
+
+def render(text: str, values: dict[str, str]) -> str:
+    """``clusterctl generate cluster``: each variable its value, else its default."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, operator, default = match.group(1), match.group(2), match.group(3)
+        if name in values:
+            return values[name]
+        assert operator is not None, f"{name} has no value and no default"
+        return str(default)
+
+    return VARIABLE_RE.sub(substitute, text)
+
+
+def add_operation(template: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.strip("/").split("/")
+    node: Any = template
+    for part in parts[:-1]:
+        node = node[part]
+    if parts[-1] == "-":
+        node.append(value)  # a JSON patch add to a missing list fails: so must this
+    else:
+        node[parts[-1]] = value
+
+
+def topology(
+    cluster_class: dict[str, Any], template: dict[str, Any], kind: str, enabled: bool
+) -> dict[str, Any]:
+    """The topology controller on a control-plane template: each patch of the class
+    that is enabled for the development template's variables (the image and tag
+    patches are off: their variables are empty; podSecurityStandard as ``enabled``
+    says, and so the patch import appended after it) and selects ``kind``, in turn."""
+    for patch in cluster_class["spec"]["patches"]:
+        condition = patch.get("enabledIf")
+        if condition is not None and not (condition == PSS_ENABLED and enabled):
+            continue
+        for definition in patch["definitions"]:
+            if definition["selector"]["kind"] != kind:
+                continue
+            for operation in definition["jsonPatches"]:
+                value = operation.get("value")
+                if value is None:
+                    text = re.sub(r"\{\{[^{}]*\}\}", "x", operation["valueFrom"]["template"])
+                    value = yaml.safe_load(text)
+                add_operation(template, operation["path"], value)
+    return template
+
+
+def write_node_root(root: Path, files: list[dict[str, Any]]) -> None:
+    """As cloud-init's write_files: each path under ``root`` with its permissions."""
+    for entry in files:
+        path = root / entry["path"].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(entry["content"])
+        path.chmod(int(entry.get("permissions", "0644"), 8))
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+
+def validate(document: dict[str, Any]) -> None:
+    schema = json.loads((SCHEMAS / f"capi-v1beta2-{document['kind'].lower()}.json").read_text())
+    jsonschema.validate(document, schema)
+
+
+@pytest.fixture
+def imported(
+    tmp_path: Path,
+    release_server: ReleaseServer,
+    corpus_layout: OciLayout,
+    registry_factory: RegistryFactory,
+    signing_key: SigningKey,
+    pki: Pki,
+) -> Any:
+    source = registry_factory("plain")
+    for image in [*KUBEADM_LISTS[VERSION], NODE_IMAGE, MANAGER]:
+        repository, _, tag = image.split("/", 1)[1].rpartition(":")
+        push_image(corpus_layout, "multiarch", source, repository, tag)
+    owner, repo = release_server.new_repo("capd")
+    files = make_release_files(
+        ProviderType.INFRASTRUCTURE,
+        "capd-system",
+        [MANAGER],
+        [(1, 11, "v1beta2")],
+        "infrastructure-components-development.yaml",  # as CAPD's release names it
+    )
+    files |= {path.name: path.read_bytes() for path in CAPD.glob("*.yaml")}
+    release_server.add_release(owner, repo, "v1.11.3", files)
+    spec: dict[str, object] = {
+        "providers": [
+            {
+                "name": "docker",
+                "type": "InfrastructureProvider",
+                "version": "v1.11.3",
+                "url": release_server.repo_url(owner, repo),
+            }
+        ],
+        "kubernetes": {"versions": [VERSION], "url": publish(release_server, "k8s-w", [VERSION])},
+        "registries": {
+            "registry.k8s.io": {"mirror": source.host},
+            "docker.io": {"mirror": source.host},
+        },
+    }
+    write_spec(tmp_path / "spec.yaml", spec)
+    bundle = tmp_path / "b.tar"
+    result = run_airgap(
+        "collect", tmp_path / "spec.yaml", "--sign-key", signing_key.private, "-o", bundle, "-q"
+    )
+    assert result.returncode == 0, result.stderr
+    target = start_registry(tmp_path / "target", "basic", pki)
+    try:
+        out = tmp_path / "out"
+        result = run_airgap(
+            "import", bundle, "--key", signing_key.public,
+            "--registry", f"{target.host}/mirror", "--ca-file", str(target.ca_file),
+            "--username", str(target.username), "--password-stdin",
+            "--output-dir", out, "-q",
+            input=f"{target.password}\n",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        source.stop()
+        yield tamper.manifest_of(bundle), out, target
+    finally:
+        stop_registry(target)
+
+
+def test_component_nodes_pull_every_kubeadm_and_node_image(
+    imported: tuple[BundleManifest, Path, Any], tmp_path: Path
+) -> None:
+    manifest, out, target = imported
+    (templates,) = [c for c in manifest.contents if c.kind == "templates"]
+    assert NODE_IMAGE in templates.images  # the ClusterClass's node image for v1.34.0
+    component = out / "workload" / "node-mirror"
+    work = tmp_path / "cluster"
+    work.mkdir()
+    for path in CAPD.glob("*.yaml"):
+        (work / path.name).write_text(render(path.read_text(), VARIABLES))
+    (work / "kustomization.yaml").write_text(
+        "resources: [clusterclass-quick-start.yaml, cluster-template-development.yaml]\n"
+        f"components: [{os.path.relpath(component, work)}]\n"
+    )
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(work)], capture_output=True, text=True, check=True
+    ).stdout
+    documents = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
+    cluster_class = documents["ClusterClass"]
+    for kind in ("KubeadmControlPlaneTemplate", "KubeadmConfigTemplate", "ClusterClass"):
+        validate(documents[kind])
+    assert [p["name"] for p in cluster_class["spec"]["patches"]][-1] == (
+        f"{PATCH_PREFIX}podSecurityStandard"
+    )
+    for enabled in (True, False):  # podSecurityStandard replaces files wholesale
+        control_plane = topology(
+            cluster_class,
+            json.loads(json.dumps(documents["KubeadmControlPlaneTemplate"])),
+            "KubeadmControlPlaneTemplate",
+            enabled,
+        )
+        validate(control_plane)
+        spec = control_plane["spec"]["template"]["spec"]["kubeadmConfigSpec"]
+        paths = [f["path"] for f in spec["files"]]
+        assert len(paths) == len(set(paths)), paths  # CAPI refuses a path twice
+        assert CONFIG_PATH_COMMAND in spec["preKubeadmCommands"]
+        assert "/etc/containerd/certs.d/registry.k8s.io/hosts.toml" in paths
+        if enabled:  # the node files survived the wholesale replacement
+            assert "/etc/kubernetes/kube-apiserver-admission-pss.yaml" in paths
+            replaced = spec
+    worker = documents["KubeadmConfigTemplate"]["spec"]["template"]["spec"]
+    root = tmp_path / "node"
+    write_node_root(root, replaced["files"])
+    worker_root = tmp_path / "worker"
+    write_node_root(worker_root, worker["files"])
+    pss = Path("etc/kubernetes/kube-apiserver-admission-pss.yaml")
+    assert files_under(worker_root) == [p for p in files_under(root) if p != pss]
+    hosts_dir = root / "etc/containerd/certs.d"
+    assert (hosts_dir / "registry.k8s.io/hosts.toml").exists()
+    assert (hosts_dir / "registry.k8s.io/ca.crt").read_bytes() == target.ca_file.read_bytes()
+    digests = {i.reference: i.digest for i in manifest.images}
+    wanted = [*KUBEADM_LISTS[VERSION], NODE_IMAGE]
+    containerd = Containerd()
+    try:
+        user = f"{target.username}:{target.password}"
+        without = containerd.ctr("images", "pull", "--user", user, wanted[0], check=False)
+        assert without.returncode != 0  # the source is stopped: only the node files help
+        for reference in wanted:
+            containerd.ctr(
+                "images", "pull", "--hosts-dir", str(hosts_dir), "--user", user,
+                "--platform", "linux/amd64", "--snapshotter", "native", reference,
+            )  # fmt: skip
+        pulled = containerd.image_digests()
+    finally:
+        containerd.stop()
+    for reference in wanted:
+        assert pulled[reference] == digests[reference], reference
