@@ -323,6 +323,11 @@ def main() -> int:
         print(f"\n# {out / 'capi-out/operator/README.md'}: the install order and the waits")
         print((out / "capi-out/operator/README.md").read_text())
         print(f"# or: clusterctl init --config {out / 'capi-out/clusterctl/clusterctl.yaml'}")
+        step("Workload clusters: the Component that makes their nodes pull from the mirror")
+        component = out / "capi-out" / "workload" / "node-mirror"
+        print(f"# {component / 'kustomization.yaml'}: add it to a generated cluster's")
+        print("# kustomization (components:), see docs/workload-clusters.md")
+        print((component / "kustomization.yaml").read_text())
         step(f"Done: everything is in {out}")
         return 0
     except subprocess.CalledProcessError as exc:

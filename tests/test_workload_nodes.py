@@ -173,6 +173,16 @@ def imported(
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         source.stop()
+        # status asks the target for every image, the kubeadm ones among them
+        status = run_airgap(
+            "status", bundle, "--key", signing_key.public,
+            "--registry", f"{target.host}/mirror", "--ca-file", str(target.ca_file),
+            "--username", str(target.username), "--password-stdin", "--format", "json",
+            input=f"{target.password}\n",
+        )  # fmt: skip
+        assert status.returncode == 0, status.stdout + status.stderr
+        available = {c["type"]: c for c in json.loads(status.stdout)["conditions"]}
+        assert available["Available"]["status"] == "True", status.stdout
         yield tamper.manifest_of(bundle), out, target
     finally:
         stop_registry(target)

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from airgap import phases
 from airgap.bundle.format import BundleManifest
 from airgap.configmaps.variables import VariableValues
+from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
 from airgap.fsutil import write_atomic
 from airgap.importing import outputcache
@@ -42,7 +43,7 @@ from airgap.inputfile import read_small
 from airgap.limits import MAX_TLS_FILE_BYTES
 from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
 from airgap.mirror.blobindex import BlobIndex
-from airgap.mirror.closure import Closure, ReferenceScan, describe_failure
+from airgap.mirror.closure import Closure, Dangling, ReferenceScan, describe_failure
 from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import merged as closure_merged
 from airgap.mirror.closure import references as closure_references
@@ -358,7 +359,10 @@ def run_import(
         # closure need not ask for them again; after a push it asks for itself, a check
         # of the outputs against the target independent of the push's own confirmation
         answered = None if stats.changed else pusher.confirmed
-        closure = check_closure(registry, options, manifest, mappings, dict(found), answered)
+        nodes = _node_references(manifest, contents)
+        closure = check_closure(
+            registry, options, manifest, mappings, dict(found), answered, nodes=nodes
+        )
     dangling = [str(item) for item in closure.dangling]
     # what status asks for besides the images (each push above confirmed its digest)
     published_oci = len(providers) if wants_outputs and options.provider_source == "oci" else 0
@@ -571,6 +575,8 @@ def check_closure(
     mappings: list[Mapping],
     found: dict[str, str],
     answered: AnyMapping[tuple[str, str], str] | None = None,
+    *,
+    nodes: AnyMapping[str, str] | None = None,
 ) -> Closure:
     """Every image the written files reference (``found``: ``closure.references`` of
     them), and every image of the bundle by its digest, asked of the target: what does
@@ -584,8 +590,14 @@ def check_closure(
         found.setdefault(mapping.pinned(digest), "the bundle")
         if mapping.target.tag and not mapping.target.digest:
             expected[str(mapping.target)] = digest
+    # what workload clusters' nodes pull by original reference (mirror.nodeclosure)
+    from airgap.mirror.nodeclosure import node_targets
+
+    reached, unreachable = node_targets(dict(nodes or {}), mappings, digests, options.target.host)
+    for reference, where in reached.items():
+        found.setdefault(reference, where)
     with phases.timed("import/closure"):
-        return closure_check(
+        closure = closure_check(
             registry,
             options.target.host,
             found,
@@ -593,6 +605,27 @@ def check_closure(
             concurrency=options.concurrency,
             answered=answered,
         )
+    closure.dangling += [
+        Dangling(reference, where, "not in the bundle: a node would pull it from its source")
+        for reference, where in unreachable
+    ]
+    return closure
+
+
+def _node_references(manifest: BundleManifest, contents: list[RewrittenContent]) -> dict[str, str]:
+    """Every image workload clusters' nodes pull for each carried Kubernetes version
+    (none without one)."""
+    if not any(c.kind == ContentKind.KUBERNETES.value for c in manifest.contents):
+        return {}
+    from airgap.mirror.nodeclosure import node_references
+
+    templates = [
+        (name, data.decode("utf-8", errors="replace"))
+        for content in contents
+        if content.kind is ContentKind.TEMPLATES
+        for name, data in content.files.items()
+    ]
+    return node_references(manifest, templates)
 
 
 def run_status(

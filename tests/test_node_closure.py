@@ -1,0 +1,82 @@
+"""Import's closure proof covers what workload clusters' nodes pull (mirror.nodeclosure)."""
+
+from __future__ import annotations
+
+from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.mirror.nodeclosure import node_references, node_targets
+from airgap.rewrite.mapping import Target, map_images
+
+KUBEADM = ["registry.k8s.io/kube-apiserver:v1.34.0", "registry.k8s.io/pause:3.10.1"]
+TEMPLATE = """apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata: {name: cp}
+spec:
+  template:
+    spec:
+      customImage: kindest/node:${KUBERNETES_VERSION}
+---
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata: {name: cp}
+spec:
+  kubeadmConfigSpec:
+    files:
+    - path: /etc/kubernetes/manifests/vip.yaml
+      content: |
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: vip}
+        spec:
+          containers:
+          - name: vip
+            image: mirror.corp:5000/capi/kube-vip/kube-vip:v0.8.0
+"""
+
+
+def manifest(version: str) -> BundleManifest:
+    record = ContentRecord(
+        kind="kubernetes",
+        name="kubernetes",
+        version=version,
+        source="https://raw.githubusercontent.com/kubernetes/kubernetes",
+        files=[f"content/kubernetes/{version}/kubeadm-images.txt"],
+        images=KUBEADM,
+    )
+    return BundleManifest("2026-01-01T00:00:00Z", "0", [], [], [], contents=[record])
+
+
+def test_every_node_image_of_each_version_is_named_with_its_origin() -> None:
+    found = node_references(manifest("v1.34.0"), [("cluster-template.yaml", TEMPLATE)])
+    assert found == {
+        KUBEADM[0]: "workload clusters of Kubernetes v1.34.0 (kubeadm)",
+        KUBEADM[1]: "workload clusters of Kubernetes v1.34.0 (kubeadm)",
+        "docker.io/kindest/node:v1.34.0": (
+            "workload clusters of Kubernetes v1.34.0 (cluster-template.yaml)"
+        ),
+        "mirror.corp:5000/capi/kube-vip/kube-vip:v0.8.0": (
+            "workload clusters of Kubernetes v1.34.0 (cluster-template.yaml)"
+        ),
+    }
+    assert node_references(manifest("v1.34.0"), [("notes.yaml", TEMPLATE)]) == {
+        image: "workload clusters of Kubernetes v1.34.0 (kubeadm)" for image in KUBEADM
+    }
+
+
+def test_a_node_image_the_bundle_lacks_is_unreachable() -> None:
+    """Carried images reach the target pinned by the bundle's digest; one naming the
+    target is asked as it is; kindest/node, not carried, has no way there."""
+    target = Target.parse("mirror.corp:5000/capi")
+    mappings = map_images(KUBEADM, target)
+    digests = {image: "sha256:" + "a" * 64 for image in KUBEADM}
+    references = node_references(manifest("v1.34.0"), [("cluster-template.yaml", TEMPLATE)])
+    reached, unreachable = node_targets(references, mappings, digests, "mirror.corp:5000")
+    assert sorted(reached) == sorted(
+        [m.pinned("sha256:" + "a" * 64) for m in mappings]
+        + ["mirror.corp:5000/capi/kube-vip/kube-vip:v0.8.0"]
+    )
+    assert unreachable == [
+        (
+            "docker.io/kindest/node:v1.34.0",
+            "workload clusters of Kubernetes v1.34.0 (cluster-template.yaml)",
+        )
+    ]
