@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from airgap.bundle.format import BundleManifest
 from airgap.content.kinds import ContentKind, ContentSpec
@@ -244,6 +245,36 @@ def test_collect_carries_each_version_as_its_own_content(
     checked = run_airgap("verify", bundle, "--key", signing_key.public, "--policy", policy)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert_forgeries_refused(bundle, tmp_path)
+    assert_diff_and_delta_know_the_kind(bundle, spec, tmp_path, signing_key)
+
+
+def assert_diff_and_delta_know_the_kind(
+    bundle: Path, spec: Path, tmp_path: Path, signing_key: SigningKey
+) -> None:
+    """A bundle of v1.33.0 alone: diff names the version the first one adds; a delta
+    collected against it relies on what it holds and verifies."""
+    document = yaml.safe_load(spec.read_text())
+    document["kubernetes"]["versions"] = ["v1.33.0"]
+    older_spec = write_spec(tmp_path / "older.yaml", document)
+    older = tmp_path / "older.tar"
+    result = run_airgap("collect", older_spec, "--sign-key", signing_key.private, "-o", older, "-q")
+    assert result.returncode == 0, result.stderr
+    diff = run_airgap("diff", older, bundle, "--format", "json")
+    assert diff.returncode == 0, diff.stderr
+    (change,) = json.loads(diff.stdout)["contents"]
+    assert (change["kind"], change["name"], change["change"]) == (
+        "kubernetes",
+        "kubernetes",
+        "added",
+    )
+    assert change["new"] == {"version": "v1.34.0"}
+    delta = tmp_path / "delta.tar"
+    args = ["--sign-key", signing_key.private, "--base", older, "-o", delta, "-q"]
+    result = run_airgap("collect", spec, *args)
+    assert result.returncode == 0, result.stderr
+    carried = tamper.manifest_of(delta)
+    assert carried.delta is not None and carried.delta.needs
+    assert [c.version for c in carried.contents] == ["v1.33.0", "v1.34.0"]
 
 
 def test_collect_names_an_unreachable_source(
