@@ -269,7 +269,7 @@ def assert_diff_and_delta_know_the_kind(
     )
     assert change["new"] == {"version": "v1.34.0"}
     delta = tmp_path / "delta.tar"
-    args = ["--sign-key", signing_key.private, "--base", older, "-o", delta, "-q"]
+    args: list[str | Path] = ["--sign-key", signing_key.private, "--base", older, "-o", delta, "-q"]
     result = run_airgap("collect", spec, *args)
     assert result.returncode == 0, result.stderr
     carried = tamper.manifest_of(delta)
