@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import yaml
+
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.mirror.nodeclosure import node_references, node_targets
+from airgap.mirror.workload import image_repository, image_repository_files
 from airgap.rewrite.mapping import Target, map_images
 
 KUBEADM = ["registry.k8s.io/kube-apiserver:v1.34.0", "registry.k8s.io/pause:3.10.1"]
@@ -80,3 +83,23 @@ def test_a_node_image_the_bundle_lacks_is_unreachable() -> None:
             "workload clusters of Kubernetes v1.34.0 (cluster-template.yaml)",
         )
     ]
+
+
+def test_image_repository_only_where_the_layout_allows_it() -> None:
+    """kubeadm's imageRepository: every kubeadm image at REPO/NAME, one REPO."""
+    images = [*KUBEADM, "registry.k8s.io/coredns/coredns:v1.12.1"]
+    targets = {
+        "registry.k8s.io/kube-apiserver": "mirror.corp:5000/capi/kube-apiserver",
+        "registry.k8s.io/pause": "mirror.corp:5000/capi/pause",
+        "registry.k8s.io/coredns/coredns": "mirror.corp:5000/capi/coredns/coredns",
+    }
+    assert image_repository(images, targets) == "mirror.corp:5000/capi"
+    moved = targets | {"registry.k8s.io/pause": "mirror.corp:5000/other/pause"}
+    assert image_repository(images, moved) is None
+    assert image_repository(images, {k: v for k, v in targets.items() if "pause" not in k}) is None
+    files = image_repository_files("mirror.corp:5000/capi")
+    patch = yaml.safe_load(files["workload/image-repository/kubeadmcontrolplane.yaml"])
+    assert patch["spec"]["kubeadmConfigSpec"]["clusterConfiguration"] == {
+        "imageRepository": "mirror.corp:5000/capi",
+        "dns": {"imageRepository": "mirror.corp:5000/capi/coredns"},
+    }

@@ -199,9 +199,11 @@ def test_component_nodes_pull_every_kubeadm_and_node_image(
     work.mkdir()
     for path in CAPD.glob("*.yaml"):
         (work / path.name).write_text(render(path.read_text(), VARIABLES))
+    repository = out / "workload" / "image-repository"
     (work / "kustomization.yaml").write_text(
         "resources: [clusterclass-quick-start.yaml, cluster-template-development.yaml]\n"
-        f"components: [{os.path.relpath(component, work)}]\n"
+        f"components: [{os.path.relpath(component, work)}, "
+        f"{os.path.relpath(repository, work)}]\n"
     )
     rendered = subprocess.run(
         ["kubectl", "kustomize", str(work)], capture_output=True, text=True, check=True
@@ -239,8 +241,15 @@ def test_component_nodes_pull_every_kubeadm_and_node_image(
     hosts_dir = root / "etc/containerd/certs.d"
     assert (hosts_dir / "registry.k8s.io/hosts.toml").exists()
     assert (hosts_dir / "registry.k8s.io/ca.crt").read_bytes() == target.ca_file.read_bytes()
+    # the alternative: kubeadm's imageRepository at the mirror, CoreDNS's path kept
+    repo = f"{target.host}/mirror"
+    configuration = spec["clusterConfiguration"]
+    assert configuration["imageRepository"] == repo
+    assert configuration["dns"] == {"imageRepository": f"{repo}/coredns"}
+    direct = [i.replace("registry.k8s.io", repo, 1) for i in KUBEADM_LISTS[VERSION]]
     digests = {i.reference: i.digest for i in manifest.images}
-    wanted = [*KUBEADM_LISTS[VERSION], NODE_IMAGE]
+    digests |= {d: digests[i] for d, i in zip(direct, KUBEADM_LISTS[VERSION], strict=True)}
+    wanted = [*KUBEADM_LISTS[VERSION], NODE_IMAGE, *direct]
     containerd = Containerd()
     try:
         user = f"{target.username}:{target.password}"

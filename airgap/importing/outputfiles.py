@@ -47,6 +47,16 @@ def import_files(
     )
     files |= node
     files |= workload.component_files(node, _cluster_classes(contents))
+    kubeadm = [
+        image
+        for content in contents
+        if content.kind is ContentKind.KUBERNETES
+        for image in content.record.images
+    ]
+    targets = {m.source.name: m.target.name for m in mappings}
+    repository = workload.image_repository(kubeadm, targets) if kubeadm else None
+    if repository is not None:
+        files |= workload.image_repository_files(repository)
     files["mirror/openshift/mirror-sets.yaml"] = nodeconfig.mirror_sets(
         mappings, target, keep_registry
     ).encode()
