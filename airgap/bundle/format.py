@@ -218,6 +218,9 @@ class ContentRecord:
     # charts: one line per .prov carried, saying what was checked (its package digest)
     # and what was not (its OpenPGP signature); absent when there is none
     provenance: list[str] = field(default_factory=list)
+    # charts: how the chart is rendered (values, release, capabilities) as canonical
+    # JSON (content.chartrender.RenderSettings): signed with the rest; absent otherwise
+    render: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
