@@ -5,13 +5,20 @@ Helm renders with the default values and with a user's values."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from airgap.content.chartrender import RenderSettings, chart_images, merge_values
+from airgap.content.chartrender import (
+    DEFAULT_KUBE_VERSION,
+    RenderSettings,
+    chart_images,
+    merge_values,
+)
 from airgap.errors import InputError
+from tests.harness.specs import assert_spec_error, spec_of
 from tests.test_charts import package
 
 APP_VERSION = "v2.1.0"
@@ -459,3 +466,74 @@ def test_render_settings_travel_as_canonical_json() -> None:
     for bad in ("[", "[]", '{"values": []}', '{"apiVersions": [1]}'):
         with pytest.raises(InputError, match="^x: render settings"):
             RenderSettings.from_json(bad, "x")
+
+
+# --- the spec ------------------------------------------------------------------------------
+
+
+def test_a_chart_entry_takes_values_files_values_and_capabilities(tmp_path: Path) -> None:
+    (tmp_path / "values").mkdir()
+    (tmp_path / "values" / "base.yaml").write_text(
+        "image:\n  repository: quay.io/a/b\n  tag: '1'\nreplicas: 2\n"
+    )
+    (tmp_path / "prod.yaml").write_text("image:\n  tag: '2'\nextra: [1]\n")
+    spec = spec_of(
+        "charts:\n"
+        "  - repo: https://charts.example/\n"
+        "    name: cilium\n"
+        "    version: 1.16.5\n"
+        "    valuesFiles: [values/base.yaml, prod.yaml]\n"
+        "    values: {replicas: 3, extra: null, ipam: {mode: kubernetes}}\n"
+        "    releaseName: cni\n"
+        "    namespace: kube-system\n"
+        "    kubeVersion: '1.31'\n"
+        "    apiVersions: [monitoring.coreos.com/v1]\n"
+        "  - {oci: 'oci://ghcr.io/x/app', version: 1.0.0}\n",
+        tmp_path,
+    )
+    cilium, app = spec.charts
+    assert cilium.chart is not None and app.chart is not None
+    assert cilium.chart.render == RenderSettings(
+        values={
+            "image": {"repository": "quay.io/a/b", "tag": "2"},
+            "replicas": 3,
+            "extra": None,
+            "ipam": {"mode": "kubernetes"},
+        },
+        release_name="cni",
+        namespace="kube-system",
+        kube_version="v1.31.0",
+        api_versions=("monitoring.coreos.com/v1",),
+    )
+    # the defaults: the chart's name as release (at render), default, a fixed version
+    assert app.chart.render == RenderSettings({}, None, "default", DEFAULT_KUBE_VERSION)
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "needle"),
+    [
+        ("    values: [a]\n", 5, "charts[0].values: must be a mapping"),
+        ("    values: {when: 2024-01-01}\n", 5, "quote it"),
+        ("    valuesFiles: [missing.yaml]\n", 5, "charts[0].valuesFiles[0]: values file"),
+        ("    valuesFiles: [list.yaml]\n", 5, "is not a mapping"),
+        ("    valuesFiles: [big.yaml]\n", 5, "larger than the 1 MiB limit"),
+        ("    valuesFiles: [bad.yaml]\n", 5, "malformed YAML"),
+        ("    valuesFiles: a.yaml\n", 5, "charts[0].valuesFiles: must be a list"),
+        ("    valuesFiles: [" + ", ".join(["a.yaml"] * 21) + "]\n", 5, "more than 20 files"),
+        ("    releaseName: Not_A_Label\n", 5, "invalid release name"),
+        ("    releaseName: " + "a" * 54 + "\n", 5, "invalid release name"),
+        ("    namespace: Kube_System\n", 5, "invalid namespace"),
+        ("    kubeVersion: latest\n", 5, "invalid Kubernetes version"),
+        ("    apiVersions: v1\n", 5, "charts[0].apiVersions: must be a list"),
+        ("    colour: blue\n", 5, "unknown key 'colour'"),
+    ],
+)
+def test_a_chart_entry_with_bad_render_settings_is_one_line(
+    tmp_path: Path, entry: str, line: int, needle: str
+) -> None:
+    (tmp_path / "list.yaml").write_text("- a\n")
+    (tmp_path / "big.yaml").write_text("#" * (1 << 20) + "\n")
+    (tmp_path / "bad.yaml").write_text("a: [\n")
+    (tmp_path / "a.yaml").write_text("a: 1\n")
+    text = "charts:\n  - repo: https://charts.example/\n    name: c\n    version: 1.0.0\n"
+    assert_spec_error(text + entry, tmp_path, line, needle)

@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from airgap.oci import sha256_digest
 from airgap.reference import Reference, parse_reference
 from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.helmprov import (
     export_public_key,
     gnupg_home,
@@ -806,3 +807,164 @@ def test_status_asks_for_every_chart_and_names_a_lost_layer(
     where = f"chart web:1.2.0 at {registry.host}/mirror/charts/web:1.2.0: missing blob {layer}"
     assert where in degraded["message"]
     assert [(a["kind"], a["state"]) for a in document["artifacts"]] == [("chart", "damaged")]
+
+
+# --- values: collect renders with them, verify re-renders, import proves its own -----------
+
+AGENT = """\
+{{- if ne .Release.Namespace "kube-system" }}{{ fail "the agent lives in kube-system" }}{{ end }}
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  template:
+    spec:
+      containers:
+        - name: agent
+          image: "{{ .Values.image.registry }}/{{ required "image.repository is required" .Values.image.repository }}:{{ .Values.image.tag }}"
+{{- if .Values.sidecar.enabled }}
+        - name: sidecar
+          image: {{ .Values.sidecar.image }}
+{{- end }}
+{{- if .Values.literal }}
+        - name: literal
+          image: {{ .Values.literal }}
+{{- end }}
+"""
+
+
+def agent_repository(release_server: ReleaseServer, images: dict[str, TestImage]) -> str:
+    """A repository with the agent chart: its image left to the user's values, its
+    sidecar off by default."""
+    data = package(
+        "agent",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: agent\nversion: 1.0.0\n",
+            "values.yaml": yaml.safe_dump(
+                {
+                    "image": {"registry": "", "repository": "", "tag": ""},
+                    "sidecar": {"enabled": False, "image": images["sidecar"].reference},
+                    "literal": "",
+                }
+            ),
+            "templates/daemonset.yaml": AGENT,
+        },
+    )
+    release_server.add_plain("agent-repo/agent-1.0.0.tgz", data)
+    entry = {"version": "1.0.0", "digest": hashlib.sha256(data).hexdigest()}
+    index = {"apiVersion": "v1", "entries": {"agent": [{**entry, "urls": ["agent-1.0.0.tgz"]}]}}
+    release_server.add_plain("agent-repo/index.yaml", yaml.safe_dump(index).encode())
+    return release_server.plain_url("agent-repo") + "/"
+
+
+def test_collect_renders_with_the_entrys_values_and_import_proves_its_own(
+    tmp_path: Path,
+    release_server: ReleaseServer,
+    source_images: dict[str, TestImage],
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
+    repo = agent_repository(release_server, source_images)
+    app = parse_reference(source_images["app"].reference)
+    spec = tmp_path / "spec.yaml"
+    entry = f"charts:\n  - repo: '{repo}'\n    name: agent\n    version: 1.0.0\n"
+    # the chart refuses the namespace, then needs a value the entry does not give: one
+    # line naming the chart and Helm's message
+    bundle = tmp_path / "agent.tar"
+    for text, message in (
+        (entry, "the agent lives in kube-system"),
+        (entry + "    namespace: kube-system\n", "image.repository is required"),
+    ):
+        spec.write_text(text)
+        result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", bundle)
+        where = f"chart agent 1.0.0 from {repo}: Helm cannot render it:"
+        assert_clean_failure(result, 2, where, message)
+    # its values in a file beside the spec, the tag and sidecar inline, its namespace
+    (tmp_path / "agent-values.yaml").write_text(
+        yaml.safe_dump({"image": {"registry": app.registry, "repository": app.repository}})
+    )
+    spec.write_text(
+        entry + "    valuesFiles: [agent-values.yaml]\n"
+        f"    values: {{image: {{tag: '{app.tag}'}}, sidecar: {{enabled: true}}}}\n"
+        "    namespace: kube-system\n    releaseName: node-agent\n"
+    )
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", bundle)
+    assert result.returncode == 0, result.stderr
+    (record,) = bundle_manifest(bundle)["contents"]
+    sidecar = str(parse_reference(source_images["sidecar"].reference))
+    assert record["images"] == [str(app), sidecar]  # exactly what Helm rendered
+    render = json.loads(record["render"])
+    assert render["values"]["sidecar"] == {"enabled": True}
+    assert (render["namespace"], render["releaseName"]) == ("kube-system", "node-agent")
+    # verify renders it again from the bundle alone, with no network at all
+    verify = [*AIRGAP, "verify", str(bundle), "--key", str(signing_key.public)]
+    result = subprocess.run(["unshare", "-rn", *verify], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # import: values-airgap.yaml is the entry's values pointed at the mirror, and the
+    # HelmChartProxy carries the same
+    registry: RegistryServer = registry_factory("plain")
+    out = tmp_path / "out"
+    result = run_airgap(
+        "import", bundle, "--key", signing_key.public, "--registry", f"{registry.host}/m",
+        "--output-dir", out, "-q",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    values = yaml.safe_load((out / "charts/agent/values-airgap.yaml").read_text())
+    assert values["image"]["registry"] == registry.host
+    assert values["image"]["repository"] == f"m/{app.repository}"
+    assert values["sidecar"]["enabled"] is True
+    assert values["sidecar"]["image"].startswith(f"{registry.host}/m/")
+    assert "@sha256:" in values["sidecar"]["image"]
+    proxy = yaml.safe_load((out / "charts/agent/helmchartproxy.yaml").read_text())
+    assert yaml.safe_load(proxy["spec"]["valuesTemplate"]) == values
+
+
+def test_an_image_values_cannot_point_at_the_mirror_fails_import_by_name(
+    tmp_path: Path,
+    release_server: ReleaseServer,
+    source_images: dict[str, TestImage],
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
+    """An image the chart renders from a value airgap does not recognise as one (here
+    ``literal``, a plain string under a key that does not say image): collect carries
+    it, import cannot point it at the mirror and says which."""
+    repo = agent_repository(release_server, source_images)
+    app = parse_reference(source_images["app"].reference)
+    multi = str(parse_reference(source_images["multiarch"].reference))
+    spec = tmp_path / "spec.yaml"
+    values = {"image": {"registry": app.registry, "repository": app.repository, "tag": app.tag}}
+    spec.write_text(
+        f"charts:\n  - repo: '{repo}'\n    name: agent\n    version: 1.0.0\n"
+        f"    namespace: kube-system\n    values: {json.dumps({**values, 'literal': multi})}\n"
+    )
+    bundle = tmp_path / "agent.tar"
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", bundle)
+    assert result.returncode == 0, result.stderr
+    (record,) = bundle_manifest(bundle)["contents"]
+    assert record["images"] == [str(app), multi]
+    registry: RegistryServer = registry_factory("plain")
+    result = run_airgap(
+        "import", bundle, "--key", signing_key.public, "--registry", f"{registry.host}/m",
+        "--output-dir", tmp_path / "out", "-q",
+    )  # fmt: skip
+    assert_clean_failure(result, 1, "chart agent 1.0.0: rendered with values-airgap.yaml", multi)
+
+
+def test_without_helms_engine_a_chart_command_fails_in_one_line(
+    tmp_path: Path,
+    release_server: ReleaseServer,
+    source_images: dict[str, TestImage],
+    signing_key: SigningKey,
+) -> None:
+    """Where the binding has no wheel (aarch64) airgap still starts; a chart entry then
+    fails in one line (the import blocked here as a missing wheel leaves it)."""
+    repo = agent_repository(release_server, source_images)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"charts:\n  - {{repo: '{repo}', name: agent, version: 1.0.0}}\n")
+    blocked = "import sys; sys.modules['helm_python'] = None; from airgap.cli import main; main()"
+    command = [sys.executable, "-c", blocked, "collect", str(spec)]
+    command += ["--sign-key", str(signing_key.private), "-o", str(tmp_path / "x.tar")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert_clean_failure(result, 1, "Helm's engine is not available here", "helm-python-sdk")
