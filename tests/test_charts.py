@@ -11,6 +11,7 @@ and finds the package byte-equal under Helm's media types.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -28,6 +29,7 @@ import oras.provider
 import pytest
 import yaml
 
+from airgap.bundle.format import BundleManifest
 from airgap.content.chart import read_chart
 from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries
@@ -901,6 +903,21 @@ def test_collect_renders_with_the_entrys_values_and_import_proves_its_own(
     verify = [*AIRGAP, "verify", str(bundle), "--key", str(signing_key.public)]
     result = subprocess.run(["unshare", "-rn", *verify], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    # values edited in the record (consistently re-signed): the render names an image
+    # the record does not list, and verify says which
+    multi = str(parse_reference(source_images["multiarch"].reference))
+
+    def edit(manifest: BundleManifest) -> BundleManifest:
+        (content,) = manifest.contents
+        settings = json.loads(content.render or "{}")
+        settings["values"]["literal"] = multi
+        edited = dataclasses.replace(content, render=json.dumps(settings))
+        return dataclasses.replace(manifest, contents=[edited])
+
+    edited = tamper.resign(bundle, tmp_path / "edited.tar", signing_key.private, edit=edit)
+    result = run_airgap("verify", edited, "--key", signing_key.public)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"renders image {multi}, which the record lacks" in result.stdout + result.stderr
     # import: values-airgap.yaml is the entry's values pointed at the mirror, and the
     # HelmChartProxy carries the same
     registry: RegistryServer = registry_factory("plain")
