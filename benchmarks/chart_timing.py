@@ -16,25 +16,23 @@ for before/after comparisons. Not a test: timings.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import io
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.provider_timing import _run as run_timed  # noqa: E402
 from tests.harness import skopeo  # noqa: E402
+from tests.harness.chartrepo import package  # noqa: E402
 from tests.harness.images import OciLayout  # noqa: E402
 from tests.harness.registry import RegistryServer  # noqa: E402
 from tests.harness.releases import ReleaseServer  # noqa: E402
@@ -131,19 +129,6 @@ spec:
 """
 
 
-def package(top: str, files: dict[str, str | bytes]) -> bytes:
-    """A chart package as ``helm package`` lays it out (members under NAME/)."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for name, text in files.items():
-            data = text.encode() if isinstance(text, str) else text
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            info.mtime = 1_700_000_000
-            archive.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
 def chart(name: str, registry: str, manager: str, sidecar: str) -> bytes:
     """One chart: its own templates and a vendored subchart (a metrics exporter)."""
     sub = package(
@@ -200,21 +185,6 @@ def publish(releases: ReleaseServer, registry: str, images: tuple[str, str]) -> 
     return releases.plain_url("bench-charts") + "/"
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of ``cmd`` (the child's rusage)."""
-    before = os.times()
-    started = time.perf_counter()
-    result = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed: {result.stderr.strip()}")
-    return seconds, cpu
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -249,7 +219,8 @@ def main() -> int:
             bundle.unlink(missing_ok=True)
             shutil.rmtree(work / "cache", ignore_errors=True)
             collect = ["collect", str(spec), "--sign-key", str(key), "-o", str(bundle), "-q"]
-            samples.append(_run([*airgap, *collect], env, work))
+            seconds, cpu, _ = run_timed([*airgap, *collect], env, work / "phases.json")
+            samples.append((seconds, cpu))
         wall = statistics.median(s for s, _ in samples)
         cpu = statistics.median(c for _, c in samples)
         print(f"collect of {CHARTS} charts, median of {len(samples)}: {wall:.3f} s wall, ", end="")

@@ -18,8 +18,8 @@ from airgap.content.chartrender import (
     merge_values,
 )
 from airgap.errors import InputError
+from tests.harness.chartrepo import package
 from tests.harness.specs import assert_spec_error, spec_of
-from tests.test_charts import package
 
 APP_VERSION = "v2.1.0"
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import gzip
 import hashlib
-import io
 import json
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from airgap.oci import sha256_digest
 from airgap.reference import Reference, parse_reference
 from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
+from tests.harness.chartrepo import package
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.helmprov import (
     export_public_key,
@@ -56,19 +55,6 @@ from tests.harness.specs import assert_spec_error, spec_of
 
 # the HelmChartProxy CRD of the Cluster API Helm addon provider (tests/schemas/extract_hcp.py)
 HCP_SCHEMA = Path(__file__).parent / "schemas" / "helmchartproxy-v1alpha1.json"
-
-
-def package(top: str, files: dict[str, str | bytes]) -> bytes:
-    """A chart package as ``helm package`` lays it out (members under NAME/)."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for name, text in files.items():
-            data = text.encode() if isinstance(text, str) else text
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            info.mtime = 1_700_000_000
-            archive.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def to_mirror(reference: str, digest: str | None = None) -> tuple[Reference, str | None]:
