@@ -920,7 +920,12 @@ def test_collect_renders_with_the_entrys_values_and_import_proves_its_own(
     assert values["sidecar"]["image"].startswith(f"{registry.host}/m/")
     assert "@sha256:" in values["sidecar"]["image"]
     proxy = yaml.safe_load((out / "charts/agent/helmchartproxy.yaml").read_text())
+    jsonschema.validate(proxy, json.loads(HCP_SCHEMA.read_text()))
     assert yaml.safe_load(proxy["spec"]["valuesTemplate"]) == values
+    assert (proxy["spec"]["namespace"], proxy["spec"]["releaseName"]) == (
+        "kube-system",
+        "node-agent",
+    )
 
 
 def test_an_image_values_cannot_point_at_the_mirror_fails_import_by_name(

@@ -24,6 +24,7 @@ from typing import Any
 
 from airgap.configmaps.emit import dump
 from airgap.content.chart import read_chart
+from airgap.content.chartrender import DEFAULT_NAMESPACE, RenderSettings
 from airgap.content.kinds import PROVENANCE_SUFFIX, chart_file, is_chart
 
 CHARTS_DIR = "charts"
@@ -61,8 +62,10 @@ def chart_files(
     files: Mapping[str, bytes],
     values: Mapping[str, dict[str, Any]],
     target: str | None,
+    render: str | None = None,
 ) -> dict[str, bytes]:
-    """``charts/NAME/`` and the record's packages in ``charts/repository/``."""
+    """``charts/NAME/`` and the record's packages in ``charts/repository/``; ``render``
+    is the record's render settings (the proxy installs as the entry says)."""
     out: dict[str, bytes] = {}
     for file_name, data in files.items():
         if is_chart(file_name) or file_name.endswith(PROVENANCE_SUFFIX):
@@ -78,11 +81,15 @@ def chart_files(
     ).encode()
     out[f"{CHARTS_DIR}/{name}/{VALUES_FILE}"] = header + dump(overrides)
     if target is not None:
-        out[f"{CHARTS_DIR}/{name}/helmchartproxy.yaml"] = _proxy(name, version, overrides, target)
+        settings = RenderSettings.from_json(render, f"chart {name} {version}")
+        proxy = _proxy(name, version, overrides, target, settings)
+        out[f"{CHARTS_DIR}/{name}/helmchartproxy.yaml"] = proxy
     return out
 
 
-def _proxy(name: str, version: str, overrides: dict[str, Any], target: str) -> bytes:
+def _proxy(
+    name: str, version: str, overrides: dict[str, Any], target: str, settings: RenderSettings
+) -> bytes:
     proxy: dict[str, Any] = {
         "apiVersion": CAAPH_API_VERSION,
         "kind": "HelmChartProxy",
@@ -92,10 +99,13 @@ def _proxy(name: str, version: str, overrides: dict[str, Any], target: str) -> b
             "repoURL": oci_repository(target),
             "chartName": name,
             "version": version,
-            "namespace": name,
+            # the entry's namespace, else one of the chart's name
+            "namespace": name if settings.namespace == DEFAULT_NAMESPACE else settings.namespace,
             "options": {"install": {"createNamespace": True}},
         },
     }
+    if settings.release_name is not None:
+        proxy["spec"]["releaseName"] = settings.release_name
     if overrides:
         proxy["spec"]["valuesTemplate"] = dump(overrides).decode()
     header = (
