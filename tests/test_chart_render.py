@@ -537,3 +537,24 @@ def test_a_chart_entry_with_bad_render_settings_is_one_line(
     (tmp_path / "a.yaml").write_text("a: 1\n")
     text = "charts:\n  - repo: https://charts.example/\n    name: c\n    version: 1.0.0\n"
     assert_spec_error(text + entry, tmp_path, line, needle)
+
+
+@pytest.mark.parametrize(
+    ("image", "needle"),
+    [
+        ("UPPER/Case", "d.yaml: Pod <unnamed> container a: invalid repository name"),
+        ("a: b: c", "d.yaml:2:"),  # what Helm wrote is not YAML: file and line
+        ("", "Pod <unnamed> container a has no image"),
+    ],
+)
+def test_what_a_chart_renders_badly_is_one_line(image: str, needle: str) -> None:
+    template = "kind: Pod\nspec: {containers: [{name: a, image: {{ .Values.image }}}]}\n"
+    package_bytes = chart("bad", {"d.yaml": template}, {"image": "x"})
+    with pytest.raises(InputError) as caught:
+        images(package_bytes, {"image": image})
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_package_helm_cannot_load_is_one_line() -> None:
+    with pytest.raises(InputError, match=r"^g\.tgz: Helm cannot render it: "):
+        chart_images([(b"\x1f\x8b not a chart", "g.tgz")], RenderSettings(), "g")
