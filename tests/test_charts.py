@@ -885,6 +885,8 @@ def test_collect_renders_with_the_entrys_values_and_import_proves_its_own(
     render = json.loads(record["render"])
     assert render["values"]["sidecar"] == {"enabled": True}
     assert (render["namespace"], render["releaseName"]) == ("kube-system", "node-agent")
+    inventory = json.loads(run_airgap("inspect", bundle, "--format", "json").stdout)
+    assert inventory["contents"][0]["render"] == render
     # verify renders it again from the bundle alone, with no network at all
     verify = [*AIRGAP, "verify", str(bundle), "--key", str(signing_key.public)]
     result = subprocess.run(["unshare", "-rn", *verify], capture_output=True, text=True)

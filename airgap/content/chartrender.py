@@ -26,6 +26,9 @@ DEFAULT_NAMESPACE = "default"
 TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
 HOOK_ANNOTATION = "helm.sh/hook"
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# what a chart may render, all manifests together (a chart unpacks to 100 MiB at most;
+# real ones render a few MiB, CRDs included)
+MAX_RENDERED_CHARS = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ def rendered_images(manifests: dict[str, str], source: str, *, strict: bool = Tr
     from airgap.reference import parse_reference
     from airgap.yamlload import iter_documents
 
+    if sum(len(text) for text in manifests.values()) > MAX_RENDERED_CHARS:
+        raise InputError(f"{source}: renders more than {MAX_RENDERED_CHARS >> 20} MiB of manifests")
     found: dict[str, None] = {}
     for path in sorted(manifests):
         if not path.endswith(_MANIFEST_SUFFIXES):
