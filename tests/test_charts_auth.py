@@ -20,10 +20,9 @@ import pytest
 import yaml
 
 from tests.harness.bundle_fixtures import SigningKey
-from tests.harness.chartrepo import ChartRepository, other_loopback_host
+from tests.harness.chartrepo import ChartRepository, other_loopback_host, package
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.pki import Pki
-from tests.test_charts import package
 
 USER, PASSWORD = "helm", "s3cr3t:pw"  # a ':' in the password, URL-encoded in the spec
 SECRETS = (PASSWORD, base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())

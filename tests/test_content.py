@@ -23,8 +23,11 @@ import pytest
 import yaml
 
 from airgap.bundle.format import BundleManifest, ContentRecord
-from airgap.content.chart import read_chart, values_overrides
+from airgap.content.chart import read_chart
+from airgap.content.chartrender import RenderSettings, chart_images
+from airgap.content.chartvalues import values_images, values_overrides
 from airgap.content.fetch import ContentRequest, fetch_content, request_for
+from airgap.content.helmengine import install_values
 from airgap.content.kinds import ContentKind, ContentSpec, operator_chart_file
 from airgap.errors import InputError, NotFoundError
 from airgap.providers.sources import index_page_files, source_for
@@ -97,39 +100,33 @@ def test_spec_error_through_the_cli(tmp_path: Path) -> None:
 OPERATOR_IMAGE = "registry.k8s.io/capi-operator/cluster-api-operator:v0.24.0"
 
 
-def render_image_line(values: dict[str, Any], app_version: str) -> str:
-    """The operator chart's deployment template image line, as Helm renders it:
-    ``{{ if .registry }}REG/{{ end }}REPO{{ if .digest }}@DIGEST{{ else }}:TAG``."""
-    manager = values["image"]["manager"]
-    text = f"{manager['registry']}/" if manager.get("registry") else ""
-    text += manager["repository"]
-    if manager.get("digest"):
-        return f"{text}@{manager['digest']}"
-    return f"{text}:{manager.get('tag') or app_version}"
+def operator_images(values: dict[str, Any]) -> list[str]:
+    """What Helm renders the operator chart's deployment as, with ``values``."""
+    package = operator_chart(OPERATOR_IMAGE)
+    return chart_images([(package, "chart.tgz")], RenderSettings(values), "cluster-api-operator")
 
 
-def test_read_chart_finds_the_operator_image() -> None:
+def test_helm_renders_the_operator_image() -> None:
     chart = read_chart(operator_chart(OPERATOR_IMAGE), "chart.tgz")
     assert (chart.name, chart.version, chart.app_version) == (
         "cluster-api-operator",
         "0.24.0",
         "0.24.0",
     )
-    assert chart.image_references == [OPERATOR_IMAGE]
-    assert chart.images[0].path == ("image", "manager")
-    assert chart.honours_digest  # the template reads .digest
+    assert operator_images({}) == [OPERATOR_IMAGE]
     assert operator_chart_file(OPERATOR_VERSION) == "cluster-api-operator-0.24.0.tgz"
 
 
 def test_values_overrides_point_the_chart_at_the_mirror() -> None:
-    chart = read_chart(operator_chart(OPERATOR_IMAGE), "chart.tgz")
+    package = operator_chart(OPERATOR_IMAGE)
+    computed = install_values([(package, "chart.tgz")], {})
     digest = "sha256:" + "ab" * 32
     target = parse_reference("mirror.local:5000/capi/capi-operator/cluster-api-operator:v0.24.0")
 
-    def where(reference: str) -> tuple[Reference, str] | None:
+    def where(reference: str) -> tuple[Reference, str | None] | None:
         return (target, digest) if reference == OPERATOR_IMAGE else None
 
-    values = values_overrides(chart, where)
+    values, _ = values_overrides(computed, "0.24.0", [OPERATOR_IMAGE], where)
     assert values == {
         "image": {
             "manager": {
@@ -139,9 +136,10 @@ def test_values_overrides_point_the_chart_at_the_mirror() -> None:
             }
         }
     }
-    assert render_image_line(values, "0.24.0") == f"{target.name}@{digest}"
-    unpinned = values_overrides(chart, lambda ref: (target, None))
-    assert render_image_line(unpinned, "0.24.0") == str(target)
+    # what Helm renders with them: the mirror, pinned (the template reads .digest)
+    assert operator_images(values) == [f"{target.name}@{digest}"]
+    unpinned, _ = values_overrides(computed, "0.24.0", [OPERATOR_IMAGE], lambda r: (target, None))
+    assert operator_images(unpinned) == [str(target)]
 
 
 def chart_package(files: dict[str, bytes], top: str = "c") -> bytes:
@@ -154,7 +152,7 @@ def chart_package(files: dict[str, bytes], top: str = "c") -> bytes:
     return gzip.compress(raw.getvalue())
 
 
-def test_chart_values_shapes_and_warnings() -> None:
+def test_chart_values_shapes() -> None:
     values = {
         "image": "quay.io/a/b:v1",
         "sidecar": {"image": {"registry": "ghcr.io", "repository": "x/y", "tag": "1.0"}},
@@ -162,27 +160,36 @@ def test_chart_values_shapes_and_warnings() -> None:
         "broken": {"image": {"repository": "UPPER/case"}},
         "database": {"repository": "ignored/without/an-image-key"},
     }
-    package = chart_package(
-        {
-            "Chart.yaml": b"apiVersion: v2\nname: c\nversion: 1.2.3\nappVersion: v9\n",
-            "values.yaml": yaml.safe_dump(values).encode(),
-            "charts/sub/values.yaml": b"image: never/read:v1\n",
-        }
-    )
-    chart = read_chart(package, "c.tgz")
-    # in values order (safe_dump sorted the keys); the subchart's values are not read
-    assert chart.image_references == ["docker.io/z/w:v9", "quay.io/a/b:v1", "ghcr.io/x/y:1.0"]
-    assert any("broken" in warning for warning in chart.warnings)
-    assert not chart.honours_digest
+    assert values_images(values) == ["quay.io/a/b:v1", "ghcr.io/x/y:1.0"]  # no appVersion
     target = parse_reference("m.local/p/x/y:1.0")
-    overrides = values_overrides(chart, lambda ref: (target, "sha256:" + "0" * 64))
-    # the registry split kept; no digest where no template reads one
+    rendered = ["quay.io/a/b:v1", "ghcr.io/x/y:1.0", "my.registry/z/w:v9"]
+    overrides, expected = values_overrides(
+        values, "v9", rendered, lambda ref: (target, "sha256:" + "0" * 64)
+    )
+    digest = "sha256:" + "0" * 64
+    # the registry split kept; the digest beside the tag (a chart that reads it pins)
     assert overrides["sidecar"]["image"] == {
         "registry": "m.local",
         "repository": "p/x/y",
         "tag": "1.0",
+        "digest": digest,
+    }
+    # docker.io/z/w:v9 in the values, rendered behind a registry the chart adds: it is
+    # that one (path and tag), its registry set apart
+    assert overrides["agent"]["image"] == {
+        "registry": "m.local",
+        "repository": "p/x/y",
+        "tag": "1.0",
+        "digest": digest,
     }
     assert overrides["image"] == f"m.local/p/x/y:1.0@sha256:{'0' * 64}"
+    assert "broken" not in overrides and "database" not in overrides
+    assert expected[("agent", "image")] == f"m.local/p/x/y:1.0@{digest}"
+    # a value whose whole name did not render is split when asked
+    split, _ = values_overrides(
+        values, "v9", rendered, lambda ref: (target, None), frozenset({("image",)})
+    )
+    assert split["image"] == "m.local/p/x/y:1.0"  # a string stays whole
 
 
 @pytest.mark.parametrize(
@@ -195,7 +202,7 @@ def test_chart_values_shapes_and_warnings() -> None:
         (chart_package({"Chart.yaml": b"name: [\n"}), "malformed YAML"),
         (chart_package({"Chart.yaml": b"- a list\n"}), "not a mapping"),
         (
-            chart_package({"Chart.yaml": b"name: c\nversion: 1\n", "values.yaml": b"\xff\xfe"}),
+            chart_package({"Chart.yaml": b"name: c\nversion: 1\n# \xff\xfe\n"}),
             "not UTF-8",
         ),
     ],
@@ -213,9 +220,7 @@ def test_a_chart_bomb_is_refused_before_it_unpacks() -> None:
 
 
 def test_a_chart_file_over_helms_limit_is_refused() -> None:
-    package = chart_package(
-        {"Chart.yaml": b"name: c\nversion: 1\n", "values.yaml": b"#" * (5 << 20) + b"\n"}
-    )
+    package = chart_package({"Chart.yaml": b"name: c\nversion: 1\n" + b"#" * (5 << 20) + b"\n"})
     with pytest.raises(InputError, match="larger than 5 MiB"):
         read_chart(package, "big.tgz")
 

@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
-from airgap.content.chart import read_chart
+from airgap.content.chartrender import RenderSettings, chart_images
 from airgap.oci import sha256_digest
 from airgap.providers.components import VARIABLE_RE, lenient_images, parse_components
 from airgap.reference import parse_reference
@@ -31,7 +31,7 @@ from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.schemas import validate_object
-from tests.test_content import render_image_line
+from tests.test_content import operator_images
 
 PREFIX = "mgmt"
 
@@ -272,8 +272,7 @@ def test_helm_values_point_the_chart_at_the_mirror(imported: Imported) -> None:
     released = tamper.read_members(imported.bundle.path)
     assert chart.read_bytes() == next(m.data for m in released if m.name.endswith(".tgz"))
     values = yaml.safe_load((helm / "values-airgap.yaml").read_text())
-    parsed = read_chart(chart.read_bytes(), "chart")
-    image = render_image_line(values, parsed.app_version or "")
+    (image,) = chart_images([(chart.read_bytes(), "chart")], RenderSettings(values), "operator")
     assert "@sha256:" in image
     resolves(imported, image)
 
@@ -297,9 +296,9 @@ def test_no_pin_leaves_tags(
     assert result.returncode == 0, result.stderr
     values = yaml.safe_load((out / "operator/helm/values-airgap.yaml").read_text())
     assert "digest" not in values["image"]["manager"]
-    assert render_image_line(values, "0.24.0") == (
+    assert operator_images(values) == [
         f"{registry.host}/{PREFIX}/capi-operator/cluster-api-operator:{OPERATOR_VERSION}"
-    )
+    ]
     text = (out / "operator/00-cert-manager/cert-manager.yaml").read_text()
     assert "@sha256:" not in text and f"{registry.host}/{PREFIX}/jetstack/" in text
 

@@ -190,3 +190,13 @@ def test_a_command_ends_with_its_exit_code_and_phase_times(tmp_path: Path) -> No
     assert result.stderr.startswith("airgap: error:")
     assert str(missing) in result.stderr
     assert phases.is_file()
+
+
+def test_helms_engine_loads_only_for_a_chart() -> None:
+    """The Helm library (75 MB, 0.2 s to load) is loaded by the first chart rendered,
+    never by airgap's start-up nor by the modules that only may render one."""
+    loaded = loaded_after(
+        "import airgap.cli, airgap.collect.spec, airgap.content.fetch, "
+        "airgap.verify.contents, airgap.rewrite.contents, airgap.importing.importer"
+    )
+    assert "helm_python" not in loaded

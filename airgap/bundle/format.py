@@ -212,12 +212,15 @@ class ContentRecord:
     source: str
     files: list[str]  # bundle paths, all in the kind's directory
     images: list[str] = field(default_factory=list)
-    # what image discovery could not resolve (a chart template's expression, a
-    # template's variable), one line each; absent when there is none
+    # what image discovery could not resolve (a cluster template's variable), one line
+    # each; absent when there is none
     warnings: list[str] = field(default_factory=list)
     # charts: one line per .prov carried, saying what was checked (its package digest)
     # and what was not (its OpenPGP signature); absent when there is none
     provenance: list[str] = field(default_factory=list)
+    # charts: how the chart is rendered (values, release, capabilities) as canonical
+    # JSON (content.chartrender.RenderSettings): signed with the rest; absent otherwise
+    render: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -401,6 +401,7 @@ def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
         images=[str(parse_reference(image)) for image in content.images],
         warnings=[_one_line(w) for w in content.unresolved[:MAX_CONTENT_WARNINGS]],
         provenance=list(content.provenance),
+        render=content.render,
     )
 
 

@@ -9,23 +9,37 @@ to a plain-HTTP registry (or the reverse) far from where the typo is.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from airgap import yamlsafe
+from airgap.content.chartrender import (
+    DEFAULT_KUBE_VERSION,
+    DEFAULT_NAMESPACE,
+    RenderSettings,
+    merge_values,
+)
 from airgap.content.constraints import satisfies
 from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
 from airgap.content.kubeadm import kubernetes_version_problem
-from airgap.errors import InputError, SpecError
+from airgap.errors import AirgapError, InputError, SpecError, utf8_text
 from airgap.inputfile import check_regular, read_small
 from airgap.limits import MAX_SPEC_BYTES
-from airgap.names import file_name_problem, provider_name_problem, shown, version_problem
+from airgap.names import (
+    file_name_problem,
+    namespace_problem,
+    provider_name_problem,
+    shown,
+    version_problem,
+)
 from airgap.providers.specs import ImageProviderSpec, ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
@@ -58,7 +72,23 @@ _TOP_KEYS = (
 )
 _KUBERNETES_KEYS = ("versions", "url", "offline")
 _MANIFEST_KEYS = ("name", "url")
-_CHART_KEYS = ("repo", "oci", "name", "version", "caFile", "images", "keyring")
+_CHART_KEYS = (
+    "repo",
+    "oci",
+    "name",
+    "version",
+    "caFile",
+    "images",
+    "keyring",
+    "values",
+    "valuesFiles",
+    "releaseName",
+    "namespace",
+    "kubeVersion",
+    "apiVersions",
+)
+MAX_VALUES_FILES = 20  # per chart entry
+MAX_VALUES_FILE_BYTES = 1 << 20  # a values file (real ones are a few KiB)
 MAX_ADDON_NAME = 57  # the Cluster label airgap.io/addon-NAME: its name part <= 63
 _CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile", "image")
@@ -140,8 +170,8 @@ class _SpecReader:
         cert_manager = self.content(top.get("certManager"), ContentKind.CERT_MANAGER)
         operator = self.content(top.get("operator"), ContentKind.OPERATOR)
         manifests = self.manifests(top.get("manifests"))
-        charts = self.charts(top.get("charts"))
         kubernetes = self.kubernetes(top.get("kubernetes"))
+        charts = self.charts(top.get("charts"), _highest_version(kubernetes))
         if not (
             providers
             or image_providers
@@ -360,9 +390,13 @@ class _SpecReader:
             result.append(ContentSpec(ContentKind.KUBERNETES, version, url, offline=offline))
         return tuple(result)
 
-    def charts(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:
+    def charts(
+        self, entry: tuple[Node, Node] | None, kube_default: str = DEFAULT_KUBE_VERSION
+    ) -> tuple[ContentSpec, ...]:
         """``charts: [{repo, name, version} | {oci, version}]`` with optional ``caFile``
-        and ``images``; a repository entry's version may be a Helm constraint."""
+        and ``images``; a repository entry's version may be a Helm constraint. A chart
+        with no ``kubeVersion`` renders for ``kube_default``: the highest carried
+        Kubernetes version, the workload clusters it will be installed on."""
         if entry is None or _is_null(entry[1]):
             return ()
         result: list[ContentSpec] = []
@@ -412,9 +446,89 @@ class _SpecReader:
                 )
             first_at[identity] = index
             keyring = self.existing_file(keys, where, "keyring", "keyring")
-            location = replace(location, ca_file=ca_file, images=images, keyring=keyring)
+            render = self.render_settings(keys, where, kube_default)
+            location = replace(
+                location, ca_file=ca_file, images=images, keyring=keyring, render=render
+            )
             result.append(ContentSpec(ContentKind.CHARTS, version, None, name, location))
         return tuple(result)
+
+    def render_settings(
+        self, keys: dict[str, tuple[Node, Node]], where: str, kube_default: str
+    ) -> RenderSettings:
+        """How the chart is rendered: ``valuesFiles`` (relative to the spec's directory)
+        then ``values`` merged as ``helm install -f … --set …`` merges them, the release
+        name and namespace, ``kubeVersion`` and ``apiVersions`` for ``.Capabilities``."""
+        layers = [
+            self.values_file(node, f"{where}.valuesFiles[{index}]")
+            for index, node in enumerate(self.values_files(keys, where))
+        ]
+        if "values" in keys and not _is_null(keys["values"][1]):
+            layers.append(self.values_mapping(keys["values"][1], f"{where}.values"))
+        release = self.optional_string(keys, where, "releaseName", _check_release_name)
+        namespace = self.optional_string(keys, where, "namespace", namespace_problem)
+        kube = self.optional_string(keys, where, "kubeVersion", _check_kube_version)
+        apis = [
+            self.string(node, f"{where}.apiVersions[{index}]")
+            for index, node in enumerate(
+                self.sequence(keys["apiVersions"][1], f"{where}.apiVersions")
+                if "apiVersions" in keys and not _is_null(keys["apiVersions"][1])
+                else []
+            )
+        ]
+        values = merge_values(layers)
+        try:
+            json.dumps(values, allow_nan=False)
+        except (TypeError, ValueError):
+            raise self.error(
+                keys.get("values", keys.get("valuesFiles", (None, None)))[1],
+                f"{where}.values",
+                "a value is not a string, number, boolean, null, list or mapping (quote it)",
+            ) from None
+        return RenderSettings(
+            values=values,
+            release_name=release,
+            namespace=namespace or DEFAULT_NAMESPACE,
+            kube_version=_v(kube) if kube else kube_default,
+            api_versions=tuple(dict.fromkeys(apis)),
+        )
+
+    def values_files(self, keys: dict[str, tuple[Node, Node]], where: str) -> list[Node]:
+        entry = keys.get("valuesFiles")
+        if entry is None or _is_null(entry[1]):
+            return []
+        nodes = self.sequence(entry[1], f"{where}.valuesFiles")
+        if len(nodes) > MAX_VALUES_FILES:
+            raise self.error(
+                entry[1], f"{where}.valuesFiles", f"more than {MAX_VALUES_FILES} files"
+            )
+        return nodes
+
+    def values_file(self, node: Node, where: str) -> dict[str, Any]:
+        """A values file the spec names, read within bounds, parsed as one mapping."""
+        from airgap.yamlload import load_single
+
+        path = Path(self.string(node, where)).expanduser()
+        if not path.is_absolute():
+            path = self.base_dir / path
+        try:
+            text = utf8_text(read_small(path, MAX_VALUES_FILE_BYTES, "values file"), str(path))
+            document = load_single(text, str(path))
+        except AirgapError as exc:
+            raise self.error(node, where, str(exc)) from None
+        if document is None:
+            return {}
+        if not isinstance(document, dict):
+            raise self.error(node, where, f"values file {path} is not a mapping")
+        return document
+
+    def values_mapping(self, node: Node, where: str) -> dict[str, Any]:
+        if not isinstance(node, MappingNode):
+            raise self.error(node, where, f"must be a mapping, not {_describe(node)}")
+        values = yamlsafe.construct(node)
+        if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+            raise self.error(node, where, "keys must be strings")
+        return values
 
     def oci_chart_name(self, node: Node, where: str, text: str) -> str:
         parts = urlsplit(text)
@@ -613,6 +727,25 @@ def _describe(node: Node, *, quote: bool = True) -> str:
     return "an unknown node"
 
 
+def _check_release_name(text: str) -> str | None:
+    """Helm's rule for a release name: a DNS label of at most 53 characters."""
+    if len(text) > 53 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
+        return f"invalid release name {shown(text)} (a DNS label of at most 53 characters)"
+    return None
+
+
+def _check_kube_version(text: str) -> str | None:
+    if not re.fullmatch(r"v?\d{1,3}\.\d{1,3}(\.\d{1,4})?", text):
+        return f"invalid Kubernetes version {shown(text)} (like v1.31.2)"
+    return None
+
+
+def _v(text: str) -> str:
+    """``1.31`` -> ``v1.31.0``: what .Capabilities.KubeVersion.Version renders."""
+    parts = text.lstrip("v").split(".")
+    return "v" + ".".join(parts + ["0"] * (3 - len(parts)))
+
+
 def _check_url(text: str) -> str | None:
     redacted = shown(redact_url(text))  # a URL may carry user:password@: never repeat it
     try:
@@ -660,3 +793,13 @@ def _check_mirror(text: str) -> str | None:
     except InputError:
         return problem
     return None if ref.registry == host else problem
+
+
+def _highest_version(kubernetes: tuple[ContentSpec, ...]) -> str:
+    """The highest carried Kubernetes version (``vX.Y.Z``), else Helm's default here."""
+    if not kubernetes:
+        return DEFAULT_KUBE_VERSION
+    return max(
+        (spec.version for spec in kubernetes),
+        key=lambda version: tuple(int(part) for part in version[1:].split(".")),
+    )

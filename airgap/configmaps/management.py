@@ -164,7 +164,9 @@ def _addons(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
 def _charts(content: RewrittenContent, out: ContentOutputs, base: Path) -> None:
     record = content.record
     out.files.update(
-        chart_files(record.name, record.version, content.files, content.values, out.target)
+        chart_files(
+            record.name, record.version, content.files, content.values, out.target, record.render
+        )
     )
 
 

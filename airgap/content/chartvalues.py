@@ -1,35 +1,32 @@
-"""The images a chart's ``values.yaml`` names, and a values file pointing them at the
-mirror (pure).
+"""A values file pointing a chart's images at the mirror (pure).
 
-Most charts name an image as a mapping under a key that says ``image`` (the Cluster
-API operator's chart does):
+Helm renders a chart's images (``chartrender``); pointing them elsewhere is done the way
+a user does it, with values. Most charts name an image as a mapping under a key that
+says ``image`` (the Cluster API operator's chart does):
 
     image:
       manager:
         registry: ""           # optional
         repository: registry.k8s.io/capi-operator/cluster-api-operator
         tag: v0.24.0           # default: the chart's appVersion
-        digest: ""             # optional; some templates honour it
+        digest: ""             # optional; set to the mirror's digest
 
 others as an ``image: REPOSITORY:TAG`` string, an ``image:`` string beside its
 ``tag`` (Calico's, ingress-nginx's), or a ``name`` completed by the chart's
-``imageRegistry`` and ``imageNamespace`` (cert-manager's). What the templates add to
-that reading (merged defaults, tag formats) comes from ``charttemplates``.
+``imageRegistry`` and ``imageNamespace`` (cert-manager's). These are read in the values
+Helm computes for the install (defaults, subcharts' and the user's, coalesced); import
+then renders the chart with the values written here and refuses any image the result
+still runs from elsewhere, so a shape not read here is named, never silently missed.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airgap.errors import InputError
 from airgap.reference import Reference, parse_reference
-
-if TYPE_CHECKING:
-    from airgap.content.chart import Chart
-    from airgap.content.charttemplates import ValuesHints
 
 
 @dataclass(frozen=True)
@@ -56,19 +53,6 @@ def chart_global_registry(values: Any) -> str | None:
     return None
 
 
-VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z0-9_]+)+)")
-
-
-def values_path(dotted: str) -> tuple[str, ...]:
-    """``.image.manager`` (what follows ``.Values``) as keys: ``("image", "manager")``."""
-    return tuple(dotted[1:].split("."))
-
-
-def values_paths(text: str) -> list[tuple[str, ...]]:
-    """Every ``.Values.…`` path ``text`` reads, as keys."""
-    return [values_path(m.group(1)) for m in VALUES_PATH.finditer(text)]
-
-
 def lookup(values: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         if not isinstance(values, dict):
@@ -77,54 +61,21 @@ def lookup(values: Any, path: tuple[str, ...]) -> Any:
     return values
 
 
-def coalesced(defaults: Any, given: Any) -> Any:
-    """``given`` over ``defaults``, as Helm coalesces a subchart's values: mappings
-    merge key by key, anything else given wins, and a null given removes the key."""
-    if not isinstance(given, dict) or not given:
-        return defaults
-    if not isinstance(defaults, dict):
-        return {key: value for key, value in given.items() if value is not None}
-    merged = dict(defaults)
-    for key, value in given.items():
-        if value is None:
-            merged.pop(key, None)
-        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = coalesced(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def images_in_values(
     values: Any,
     app_version: str | None,
     warnings: list[str],
     global_registry: str | None = None,
-    hints: ValuesHints | None = None,
-    dependencies: dict[str, bool] | None = None,
 ) -> Iterator[ChartImage]:
-    """The images ``values`` names. Under a dependency's key, nothing when the dependency
-    is off, and no tag defaulted from this chart's appVersion when it is on: there the
-    dependency's own defaults apply, which are not in these values."""
+    """The images ``values`` names (a mapping's tag defaulting to ``app_version``)."""
     read: set[tuple[str, ...]] = set()  # an image: string read with its siblings
     naming = _chart_naming(values)
-    dependencies = dependencies or {}
     for path, node in _walk(values, ()):
-        owner = dependencies.get(path[0]) if path else None
-        if owner is False:
-            continue
-        if hints and path in hints.merged and isinstance(node, dict):
-            node = _filled(node, [lookup(values, default) for default in hints.merged[path]])
         imagey = any("image" in key.lower() for key in path)
         sibling = _sibling_image(node, global_registry) if isinstance(node, dict) else None
         if isinstance(node, dict) and imagey and isinstance(node.get("repository"), str):
-            if owner:  # an enabled dependency's key: its tag defaults to that chart's
-                tag = ""
-            elif hints:
-                tag = hints.default_tag(path, app_version)
-            else:
-                tag = app_version or ""
-            mapping = _mapping_at(path, node, tag, owner is not None, global_registry, naming)
+            tag = app_version or ""
+            mapping = _mapping_at(path, node, tag, global_registry, naming)
             if isinstance(mapping, str):
                 warnings.append(mapping)
             elif mapping is not None:
@@ -146,7 +97,6 @@ def _mapping_at(
     path: tuple[str, ...],
     node: dict[str, Any],
     default_tag: str,
-    in_dependency: bool,
     global_registry: str | None,
     naming: tuple[str, ...] | None,
 ) -> ChartImage | str | None:
@@ -160,11 +110,7 @@ def _mapping_at(
         # default) or renders none; a guess (latest) could name nothing
         if placeholder:
             return None
-        if in_dependency:
-            why = f"its tag is the {path[0]} chart's default, not in these values"
-        else:
-            why = "no tag, and no appVersion to default to"
-        return f"{where}: {why}: list the image in the entry's images"
+        return f"{where}: no tag, and no appVersion to default to"
     found = _mapping_image(node, default_tag, global_registry, naming)
     if found is None:
         return None if placeholder else f"{where}: not a resolvable image"
@@ -176,18 +122,6 @@ def values_images(values: Any) -> list[str]:
     airgap wrote), read the way chart discovery reads them; a mapping without a tag
     and no appVersion to default to names no image."""
     return list(dict.fromkeys(image.reference for image in images_in_values(values, None, [])))
-
-
-def _filled(node: dict[str, Any], defaults: list[Any]) -> dict[str, Any]:
-    """``node`` with the keys it leaves unset (absent or null) taken from ``defaults``,
-    the first that sets each: Sprig's ``merge``, one level deep (image keys)."""
-    filled = dict(node)
-    for default in defaults:
-        if isinstance(default, dict):
-            for key, value in default.items():
-                if filled.get(key) is None:
-                    filled[key] = value
-    return filled
 
 
 def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -286,50 +220,70 @@ def _mapping_image(
 
 
 def values_overrides(
-    chart: Chart, target: Callable[[str], tuple[Reference, str | None] | None]
-) -> dict[str, Any]:
-    """A values file that points every image of ``chart`` at the mirror.
+    values: Any,
+    app_version: str | None,
+    rendered: list[str],
+    target: Callable[[str], tuple[Reference, str | None] | None],
+    split: frozenset[tuple[str, ...]] = frozenset(),
+) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """A values file that points every image ``values`` names, and Helm ``rendered``,
+    at the mirror; and for each value path set, the reference it should now render.
 
     ``target(reference)`` gives the target reference of a bundle image and the digest
-    to pin it by (None: do not pin). A mapping gets ``repository`` and ``tag``, a
-    sibling image ``image`` and its tag key (both with ``registry`` when the chart
-    splits it out, also through a ``merge`` with global values, and ``digest`` when a
-    template honours one); a string value gets the whole reference."""
+    to pin it by (None: not in the bundle). A value names a rendered image when the two
+    are equal, or, for a value without a registry (the chart adds one: a global
+    registry, a ``merge`` with global values), when repository path and tag match. A
+    mapping gets ``repository`` and ``tag``, a sibling image ``image`` and its tag key
+    (both split into ``registry`` and a repository when the values split them, the
+    chart sets ``global.imageRegistry`` or adds a registry, or ``split`` holds the
+    path: the caller found the whole name did not render), and ``digest`` (the charts
+    that read one pin by it, the others keep the tag); a string value gets the whole
+    pinned reference."""
+    global_registry = chart_global_registry(values)
     overrides: dict[str, Any] = {}
-    for image in chart.images:
-        found = target(image.reference)
+    expected: dict[tuple[str, ...], str] = {}
+    for image in images_in_values(values, app_version, [], global_registry):
+        source = _rendered_as(image, rendered)
+        found = target(source) if source is not None else None
         if found is None:
             continue
         reference, digest = found
-        if chart.global_registry:  # it wins over each image's registry: the mirror's
-            overrides.setdefault("global", {})["imageRegistry"] = reference.registry
+        pinned = reference.with_digest(digest) if digest else reference
+        expected[image.path] = str(pinned)
         if image.style == "string":
-            pinned = reference.with_digest(digest) if digest else reference
             _set(overrides, image.path, str(pinned))
             continue
-        if image.style == "sibling":
-            split = image.has_registry or chart.global_registry
-            sibling = {"image": reference.repository if split else reference.name}
-            if split:
-                sibling["registry"] = reference.registry
-            if reference.tag:
-                sibling[image.tag_key] = reference.tag
-            if digest and chart.honours_digest:
-                sibling["digest"] = digest
-            _set(overrides, image.path, sibling)
-            continue
-        value: dict[str, Any] = {}
-        if image.has_registry or chart.global_registry:
+        if global_registry:  # it wins over each image's registry: the mirror's
+            overrides.setdefault("global", {})["imageRegistry"] = reference.registry
+        added = source != image.reference  # the chart puts a registry in front
+        whole = not (image.has_registry or global_registry or added or image.path in split)
+        key = "image" if image.style == "sibling" else "repository"
+        value: dict[str, Any] = {key: reference.name if whole else reference.repository}
+        if not whole:
             value["registry"] = reference.registry
-            value["repository"] = reference.repository
-        else:
-            value["repository"] = reference.name
         if reference.tag:
-            value["tag"] = reference.tag
-        if digest and chart.honours_digest:
+            value[image.tag_key] = reference.tag
+        if digest:
             value["digest"] = digest
         _set(overrides, image.path, value)
-    return overrides
+    return overrides, expected
+
+
+def _rendered_as(image: ChartImage, rendered: list[str]) -> str | None:
+    """The rendered image a values image is, if any (see ``values_overrides``)."""
+    if image.reference in rendered:
+        return image.reference
+    if image.has_registry:
+        return None
+    wanted = parse_reference(image.reference)
+    path = wanted.repository.removeprefix("library/")
+    for candidate in rendered:
+        found = parse_reference(candidate)
+        if found.tag == wanted.tag and (
+            found.repository == path or found.repository.endswith(f"/{path}")
+        ):
+            return candidate
+    return None
 
 
 def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from airgap.content.chart import read_chart_family
+from airgap.content.chart import read_chart
+from airgap.content.chartrender import RenderSettings, chart_images
 from airgap.content.helm import ChartSource, PoolFactory, chart_source, fetch_chart
 from airgap.content.kinds import (
     ADDONS_DIR,
@@ -61,6 +62,8 @@ class FetchedContent:
     unresolved: list[str] = field(default_factory=list)
     # charts: what was checked of each .prov carried (airgap.content.provenance)
     provenance: list[str] = field(default_factory=list)
+    # charts: the render settings as the bundle records them (chartrender.RenderSettings)
+    render: str | None = None
 
 
 def request_for(
@@ -153,16 +156,19 @@ def _fetch_addon(request: ContentRequest, dest_root: Path) -> FetchedContent:
 
 def _fetch_chart(request: ContentRequest, dest_root: Path) -> FetchedContent:
     """A chart and the dependencies it does not vendor, named and versioned as its
-    Chart.yaml says; images from every package, then the entry's explicit ones."""
+    Chart.yaml says; images as Helm renders the chart with the entry's values, then the
+    entry's explicit ones."""
     source = request.source
     assert isinstance(source, ChartSource)
     name, version, fetched = fetch_chart(source, request.name, request.version, dest_root)
     who = f"chart {name} {version} from {source.url}"
-    images, unresolved = discover(request.kind, fetched.files, who)
+    settings = source.location.render
+    packages = [(_read_bytes(path), who) for path in fetched.files if is_chart(path.name)]
+    images = chart_images(packages, settings, name)
     images += [image for image in source.location.images if image not in images]
     return FetchedContent(
-        request.kind, name, version, source.url, fetched.files, images, unresolved,
-        fetched.provenance,
+        request.kind, name, version, source.url, fetched.files, images, [],
+        fetched.provenance, settings.to_json(),
     )  # fmt: skip
 
 
@@ -194,14 +200,14 @@ def discover(
 ) -> tuple[list[str], list[str]]:
     """Images every file runs: manifests like components (templates leniently, for
     each carried Kubernetes version, node images and static Pods included: an image
-    only a variable names is reported, not carried), charts as Helm renders them (a
-    dependency with what its parent gives it: ``read_chart_family``)."""
+    only a variable names is reported, not carried); a release's chart (the
+    operator's) as Helm renders it with its defaults, the other charts beside it."""
     images: dict[str, None] = {}
     unresolved: list[str] = []
     charts = [(_read_bytes(path), f"{path.name} of {who}") for path in files if is_chart(path.name)]
-    for chart, (_data, origin) in zip(read_chart_family(charts), charts, strict=True):
-        images.update(dict.fromkeys(chart.image_references))
-        unresolved.extend(f"{origin}: {warning}" for warning in chart.warnings)
+    if charts:
+        name = read_chart(*charts[0]).name
+        images.update(dict.fromkeys(chart_images(charts, RenderSettings(), name)))
     for path in files:
         origin = f"{path.name} of {who}"
         if is_manifest(path.name):

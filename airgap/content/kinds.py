@@ -37,8 +37,9 @@ from __future__ import annotations
 import enum
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from airgap.content.chartrender import RenderSettings
 from airgap.names import file_name_problem, provider_name_problem, shown
 
 CONTENT_DIR = "content"
@@ -224,6 +225,7 @@ class ChartLocation:
     ca_file: str | None = None
     images: tuple[str, ...] = ()
     keyring: str | None = None
+    render: RenderSettings = field(default_factory=RenderSettings)  # values, capabilities
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def merged(*parts: Mapping[str, str]) -> dict[str, str]:
 def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
     # the readers (YAML, chart values) load when files are read: a re-import whose
     # outputs are recorded whole only checks references (importing.outputcache)
-    from airgap.content.chart import values_images
+    from airgap.content.chartvalues import values_images
     from airgap.providers.components import lenient_scan
     from airgap.yamlload import iter_documents
 

@@ -175,6 +175,14 @@ def find_images(text: str, source: str) -> list[str]:
     return parse_components(text, source).images
 
 
+def document_images(document: Any) -> Iterator[tuple[str, Any]]:
+    """``(WORKLOAD container NAME, image as written)`` for every container,
+    initContainer and ephemeralContainer of a document's Pod templates (a ``List``'s
+    items too): what a rendered chart runs."""
+    for kind, name, _key, label, raw in _document_images(document):
+        yield f"{_owner(kind, name)} container {label}", raw
+
+
 def _owner(kind: str, name: str | None) -> str:
     return f"{kind} {name or '<unnamed>'}"
 

@@ -5,20 +5,21 @@ One path for every kind, as for providers: every manifest is rewritten line by l
 image names the target, pinned by digest unless ``--no-pin``, and is then checked: an
 image the rewritten text still runs from elsewhere fails the import, naming the file.
 Chart packages travel byte for byte; their images are pointed at the mirror by a values
-file instead (``content.chart.values_overrides``).
+file instead (``content.chartvalues.values_overrides``), proven by rendering the chart
+with it (``chart_values``): every image the render runs must be one the target serves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airgap import phases
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
-from airgap.errors import AirgapError, utf8_text
-from airgap.reference import Reference
+from airgap.errors import AirgapError, InputError, utf8_text
+from airgap.reference import Reference, parse_reference
 from airgap.rewrite.mapping import Mapping
 from airgap.verify.bundle import VerifiedBundle
 
@@ -76,9 +77,8 @@ def rewrite_contents(
 def _rewrite(
     record: ContentRecord, read: Callable[[str], bytes], targets: TargetImages
 ) -> RewrittenContent:
-    # the chart and YAML readers load with the first content record, not with the
-    # module: most bundles carry none, and a re-import of one never needs them
-    from airgap.content.chart import read_chart_family, values_overrides
+    # the YAML readers load with the first content record, not with the module: most
+    # bundles carry none, and a re-import of one never needs them
     from airgap.providers.components import lenient_images, parse_components
     from airgap.rewrite.references import rewrite_images
 
@@ -86,16 +86,14 @@ def _rewrite(
     allowed = targets.allowed()
     files: dict[str, bytes] = {}
     values: dict[str, dict[str, Any]] = {}
-    # charts are read together, as collect read them: a dependency with what its
-    # parent gives it
     packages = {path: read(path) for path in record.files if is_chart(path.rsplit("/", 1)[1])}
-    family = read_chart_family([(data, path) for path, data in packages.items()])
-    charts = dict(zip(packages, family, strict=True))
+    if packages:  # the entry's chart first, its dependencies beside it
+        top = next(iter(packages)).rsplit("/", 1)[1]
+        values[top] = chart_values(record, list(packages.items()), targets, allowed)
     for path in record.files:
         name = path.rsplit("/", 1)[1]
-        if path in charts:
+        if path in packages:
             files[name] = packages[path]
-            values[name] = values_overrides(charts[path], targets.target)
             continue
         data = read(path)
         if name.endswith(PROVENANCE_SUFFIX):  # a chart's signature travels as it came
@@ -117,3 +115,59 @@ def _rewrite(
             )
         files[name] = new_text.encode()
     return RewrittenContent(record, kind, files, values)
+
+
+def chart_values(
+    record: ContentRecord,
+    packages: list[tuple[str, bytes]],
+    targets: TargetImages,
+    allowed: set[str],
+) -> dict[str, Any]:
+    """The entry's values with every image pointed at the target (``values-airgap``),
+    proven by Helm: the chart rendered with them runs only images the target serves,
+    else AirgapError naming each one that does not. A value whose whole name did not
+    render (the chart puts a registry in front of it) is split into registry and
+    repository, and rendered again."""
+    from airgap.content.chart import read_chart
+    from airgap.content.chartrender import RenderSettings, chart_images, merge_values
+    from airgap.content.chartvalues import values_overrides
+    from airgap.content.helmengine import install_values
+
+    where = f"chart {record.name} {record.version}"
+    settings = RenderSettings.from_json(record.render, where)
+    family = [(data, path) for path, data in packages]
+    computed = install_values(family, settings.values)
+    app_version = read_chart(family[0][0], family[0][1]).app_version
+    rendered = chart_images(family, settings, record.name)
+    split: frozenset[tuple[str, ...]] = frozenset()
+    for _attempt in range(2):
+        overrides, expected = values_overrides(
+            computed, app_version, rendered, targets.target, split
+        )
+        values = merge_values([settings.values, overrides])
+        found = chart_images(family, replace(settings, values=values), record.name, strict=False)
+        dangling = [image for image in found if not _served(image, allowed)]
+        if not dangling:
+            return values
+        split |= {path for path, image in expected.items() if image not in found}
+    raise AirgapError(
+        f"{where}: rendered with values-airgap.yaml it still runs "
+        f"{', '.join(dangling[:5])}{' and more' if len(dangling) > 5 else ''}, "
+        "which the target does not serve (set the chart's value for it in the entry's "
+        "values, or list it in the entry's images)"
+    )
+
+
+def _served(image: str, allowed: set[str]) -> bool:
+    """An image the target serves: a target reference, by tag, by tag and digest, or
+    by digest alone (``NAME@DIGEST``, as a chart that pins renders it)."""
+    if image in allowed:
+        return True
+    try:
+        reference = parse_reference(image)
+    except InputError:  # rendered as no reference at all
+        return False
+    digest = reference.digest
+    return digest is not None and any(
+        other.startswith(reference.name + ":") and other.endswith("@" + digest) for other in allowed
+    )

@@ -131,20 +131,25 @@ def _check_file(
 
 
 def _check_chart_images(content: ContentRecord, read: ReadMember) -> list[Failure]:
-    """Every image the record's charts render, read as collect read them (a dependency
-    with the values its parent gives it), is one the record lists."""
-    from airgap.content.chart import read_chart_family  # start-up: yaml, only for a chart
+    """The record's chart rendered again, from the bundle alone, as collect rendered it
+    (the values and capabilities the signed record holds): every image it runs is one
+    the record lists."""
+    from airgap.content.chartrender import RenderSettings, chart_images
 
+    subject = describe(content)
     paths = [path for path in content.files if is_chart(path)]
+    if not paths:
+        return []
     try:
-        charts = read_chart_family([(read(path), path) for path in paths])
-    except InputError as exc:  # each package alone was one: a dependency read within
-        return [Failure("content", describe(content), f"is not a chart package: {exc}")]
-    for path, chart in zip(paths, charts, strict=True):
-        missing = [image for image in chart.image_references if image not in content.images]
-        if missing:
-            why = f"{path} names image {missing[0]} the record lacks"
-            return [Failure("content", describe(content), why)]
+        settings = RenderSettings.from_json(content.render, subject)
+        packages = [(read(path), path) for path in paths]
+        images = chart_images(packages, settings, content.name)
+    except AirgapError as exc:
+        return [Failure("content", subject, f"does not render: {exc}")]
+    missing = [image for image in images if image not in content.images]
+    if missing:
+        why = f"{paths[0]} renders image {missing[0]}, which the record lacks"
+        return [Failure("content", subject, why)]
     return []
 
 

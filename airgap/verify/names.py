@@ -19,7 +19,7 @@ from airgap.bundle.format import (
     ImageRecord,
     ProviderRecord,
 )
-from airgap.content.kinds import name_problem, parse_kind
+from airgap.content.kinds import ContentKind, name_problem, parse_kind
 from airgap.errors import InputError
 from airgap.names import (
     contract_problem,
@@ -54,6 +54,10 @@ def check_names(manifest: BundleManifest) -> list[Failure]:
         if problem:
             failures.append(Failure("content", f"contents[{number}]", problem))
     return failures
+
+
+# a chart's render settings: the spec's values and at most 20 values files of 1 MiB
+MAX_RENDER_CHARS = 24 << 20
 
 
 def _content_problems(content: ContentRecord) -> Iterator[str]:
@@ -95,6 +99,10 @@ def _content_problems(content: ContentRecord) -> Iterator[str]:
         problem = _reference_problem(image)
         if problem:
             yield f"image {problem}"
+    if content.render is not None and kind is not ContentKind.CHARTS:
+        yield "render settings on a record that holds no chart"
+    elif content.render is not None and len(content.render) > MAX_RENDER_CHARS:
+        yield f"render settings longer than {MAX_RENDER_CHARS} characters"
 
 
 def _provider_problems(provider: ProviderRecord) -> Iterator[str]:

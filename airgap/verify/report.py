@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -232,6 +233,7 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "images": c.images,
                 "warnings": c.warnings,
                 **({"provenance": c.provenance} if c.provenance else {}),
+                **({"render": _render_json(c.render)} if c.render is not None else {}),
             }
             for c in manifest.contents
         ],
@@ -484,3 +486,12 @@ def _platforms_cell(image: ImageRecord, *, wide: bool = True) -> str:
     if not image.kept_whole:
         return platforms
     return f"{platforms} (all: {image.kept_whole})" if wide else f"(all: {image.kept_whole})"
+
+
+def _render_json(text: str) -> object:
+    """A chart's render settings (values, release, capabilities) as the object they are,
+    or as the text the record holds when that is no JSON (verify says why)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text

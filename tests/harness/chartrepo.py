@@ -10,9 +10,12 @@ A real ``ThreadingHTTPServer`` serves files by path (``index.yaml``, packages, t
 from __future__ import annotations
 
 import base64
+import gzip
 import hmac
+import io
 import socket
 import ssl
+import tarfile
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["ChartRepository", "ChartRequest", "other_loopback_host"]
+__all__ = ["ChartRepository", "ChartRequest", "other_loopback_host", "package"]
 
 
 @dataclass(frozen=True)
@@ -134,3 +137,16 @@ def other_loopback_host() -> str:
         return "127.0.0.2"
     except OSError:
         return "127.0.0.1"
+
+
+def package(top: str, files: dict[str, str | bytes]) -> bytes:
+    """A chart package as ``helm package`` lays it out (members under NAME/)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, text in files.items():
+            data = text.encode() if isinstance(text, str) else text
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            info.mtime = 1_700_000_000
+            archive.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
