@@ -406,6 +406,13 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Policy YAML the bundle must pass before it is signed (as verify --policy; "
     "requireSignatures' Fulcio roots and Rekor keys travel in the bundle).",
 )
+@click.option(
+    "--with-installer",
+    "installer",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Carry this offline installer (from airgap installer) in the bundle as "
+    "installer/airgap-installer-VERSION.tar, signed like every member.",
+)
 @quiet_option
 def collect(
     spec: Path,
@@ -422,6 +429,7 @@ def collect(
     quiet: bool,
     no_signatures: bool,
     policy: Path | None,
+    installer: Path | None,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
     from airgap.bundle.parts import parse_part_size
@@ -452,6 +460,7 @@ def collect(
             authfile=authfile,
             signatures=not no_signatures,
             policy=policy,
+            installer=installer,
         )
     manifest = result.manifest
     for image in filtered_signed_indexes(manifest):

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,20 +84,32 @@ def own_wheel(directory: Path) -> Path:
 
 
 def _source_directory() -> Path | None:
-    """The local directory airgap was installed from (PEP 610 ``direct_url.json``)."""
+    """The source tree of the running airgap: the directory above the package when it
+    holds airgap's pyproject.toml (an editable install, a checkout), else the local
+    directory it was installed from (PEP 610 ``direct_url.json``)."""
+    import airgap
+
+    checkout = Path(airgap.__file__).resolve().parent.parent
+    if _is_airgap_source(checkout):
+        return checkout
     try:
         text = importlib.metadata.distribution("airgap").read_text("direct_url.json")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    try:
         url = json.loads(text or "null")["url"]
-    except (ValueError, TypeError, KeyError):
+    except (importlib.metadata.PackageNotFoundError, ValueError, TypeError, KeyError):
         return None
     parsed = urlparse(url) if isinstance(url, str) else None
     if parsed is None or parsed.scheme != "file":
         return None
     path = Path(unquote(parsed.path))
-    return path if (path / "pyproject.toml").is_file() else None
+    return path if _is_airgap_source(path) else None
+
+
+def _is_airgap_source(directory: Path) -> bool:
+    try:
+        text = (directory / "pyproject.toml").read_text(errors="replace")
+    except OSError:
+        return False
+    return re.search(r'^name\s*=\s*"airgap"\s*$', text, re.M) is not None
 
 
 def runtime_requirements() -> list[str]:
