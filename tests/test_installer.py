@@ -20,9 +20,12 @@ import pytest
 from airgap import __version__
 from airgap.bundle.format import BundleManifest, FileRecord
 from airgap.bundle.reader import read_head
+from airgap.installer import targets
+from airgap.installer.build import _install_script
 from airgap.installer.member import check_installer
 from airgap.installer.origin import ORIGIN_FILE, origin_line
-from airgap.installer.targets import DEFAULT_MACHINES, DEFAULT_PYTHONS, Target
+from airgap.installer.targets import DEFAULT_MACHINES, DEFAULT_PYTHONS, OptionalDependency, Target
+from airgap.installer.wheels import Wheelhouse, download
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import publish_capi, write_spec
@@ -370,3 +373,65 @@ def test_version_names_the_installer_it_came_from(tmp_path: Path) -> None:
     (tmp_path / ORIGIN_FILE).write_text('["\\u001b[31m"]')
     line = origin_line(tmp_path)
     assert line is not None and "unreadable" in line
+
+
+def test_an_optional_dependency_is_carried_where_it_has_wheels_and_named_where_not(
+    offline_installer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """install.sh as build renders it for a platform-limited dependency: installed
+    where the target carries it, a note of what is lost where it does not."""
+    carried = OptionalDependency("rich", "airgap's coloured tables")  # in the wheels
+    lacking = OptionalDependency("helm-python-sdk", "airgap collect cannot render charts")
+    monkeypatch.setattr(targets, "OPTIONAL_DEPENDENCIES", (carried, lacking))
+    extract(offline_installer, tmp_path)
+    top = tmp_path / TOP
+    house = Wheelhouse(top / "wheels")
+    host = Target("x86_64", "3.11")  # /usr/bin/python3 on this machine
+    house.by_target = {host: [], Target("aarch64", "3.11"): []}
+    house.missing = {host: [lacking]}
+    script = top / "install.sh"
+    script.write_bytes(_install_script(("x86_64", "aarch64"), ("3.11",), house))
+    env = {**host_env(tmp_path), "PYTHON": SYSTEM_PYTHON}
+    result = subprocess.run(
+        [str(script), str(tmp_path / "prefix")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "install.sh: note: on x86_64 helm-python-sdk has no wheel: "
+        "airgap collect cannot render charts\n"
+    ) in result.stderr
+    text = script.read_text()
+    assert "  x86_64/3.11) optional=rich; notes='helm-python-sdk has no wheel: " in text
+    assert "  aarch64/3.11) optional='rich helm-python-sdk'; notes='' ;;" in text
+
+
+@pytest.mark.parametrize(
+    ("option", "needle"),
+    [("--machine=sparc", "--machine 'sparc': expected one of"), ("--python=3.9", "3.11 or newer")],
+)
+def test_installer_refuses_an_unknown_target_in_one_line(
+    tmp_path: Path, option: str, needle: str
+) -> None:
+    result = run_airgap("installer", "-o", tmp_path / NAME, option)
+    assert_clean_failure(result, 2, needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_target_without_an_optional_dependencys_wheel_is_noted_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip's "no matching distribution" for an optional dependency (from PyPI) is a
+    note on that target, while its required wheels are still carried."""
+    absent = OptionalDependency("six==0.0.0.1", "nothing: no such release exists")
+    monkeypatch.setattr(targets, "OPTIONAL_DEPENDENCIES", (absent,))
+    house = Wheelhouse(tmp_path / "wheels")
+    house.directory.mkdir()
+    target = Target("aarch64", "3.12")
+    download(house, target, tmp_path / "scratch", ROOT / "constraints.txt")
+    assert house.missing == {target: [absent]}
+    assert any(name.startswith("pyyaml-") and "aarch64" in name for name in house.by_target[target])

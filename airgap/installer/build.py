@@ -23,7 +23,8 @@ from pathlib import Path
 from airgap import __version__, interrupt
 from airgap.collect.collector import created_timestamp, source_date_epoch
 from airgap.fsutil import atomic_writer, check_replaceable, require_directory_of
-from airgap.installer.targets import Target, targets
+from airgap.installer import targets
+from airgap.installer.targets import Target
 from airgap.installer.wheels import Wheelhouse, download, own_wheel
 from airgap.progress import QUIET, Progress
 
@@ -68,7 +69,7 @@ def build_installer(
         (scratch / "own").mkdir()
         own = own_wheel(scratch / "own")
         shutil.copy2(own, house.directory / own.name)
-        for target in targets(machines, pythons):
+        for target in targets.targets(machines, pythons):
             progress.note(f"downloading the wheels for {target}")
             download(house, target, scratch / "downloads", constraint)
             house.by_target[target].insert(0, own.name)
@@ -115,12 +116,10 @@ def _install_script(
     machines: tuple[str, ...], pythons: tuple[str, ...], house: Wheelhouse
 ) -> bytes:
     """install.sh with this build's versions, machines and optional dependencies."""
-    from airgap.installer.targets import OPTIONAL_DEPENDENCIES
-
     cases = []
     for target in house.by_target:
         lacking = house.missing.get(target, [])
-        carried = [d.requirement for d in OPTIONAL_DEPENDENCIES if d not in lacking]
+        carried = [d.requirement for d in targets.OPTIONAL_DEPENDENCIES if d not in lacking]
         notes = "\n".join(f"{d.requirement} has no wheel: {d.loses}" for d in lacking)
         cases.append(
             f"  {target.machine}/{target.python}) optional={shlex.quote(' '.join(carried))}; "

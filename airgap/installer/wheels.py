@@ -23,12 +23,8 @@ from urllib.parse import unquote, urlparse
 
 from airgap import __version__
 from airgap.errors import AirgapError, NetworkError
-from airgap.installer.targets import (
-    OPTIONAL_DEPENDENCIES,
-    OptionalDependency,
-    Target,
-    required_dependencies,
-)
+from airgap.installer import targets
+from airgap.installer.targets import OptionalDependency, Target, required_dependencies
 
 PIP_TIMEOUT = "20"  # seconds per connection attempt and read (pip --timeout)
 PIP_RETRIES = "2"
@@ -135,7 +131,7 @@ def download(house: Wheelhouse, target: Target, scratch: Path, constraint: Path 
         f"download the wheels for {target}",
     )
     house.add(target, needed)
-    for number, dependency in enumerate(OPTIONAL_DEPENDENCIES):
+    for number, dependency in enumerate(targets.OPTIONAL_DEPENDENCIES):
         optional = scratch / f"{target.machine}-{target.python}-optional-{number}"
         optional.mkdir()
         options = [*target.pip_options(), *constraints, "-d", str(optional)]
