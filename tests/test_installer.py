@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -435,3 +436,33 @@ def test_a_target_without_an_optional_dependencys_wheel_is_noted_not_failed(
     download(house, target, tmp_path / "scratch", ROOT / "constraints.txt")
     assert house.missing == {target: [absent]}
     assert any(name.startswith("pyyaml-") and "aarch64" in name for name in house.by_target[target])
+
+
+def test_installer_without_the_index_fails_in_one_line(tmp_path: Path) -> None:
+    """No network at all (a fresh namespace, not even loopback up), no pip cache: one
+    line naming the target and pip's reason, in bounded time, nothing written."""
+    command = [
+        "unshare",
+        "-n",
+        sys.executable,
+        "-c",
+        "from airgap.cli import main; main()",
+        "installer",
+        "-o",
+        str(tmp_path / NAME),
+        "--machine",
+        "x86_64",
+        "--python",
+        "3.12",
+    ]
+    env = {**os.environ, "PIP_NO_CACHE_DIR": "1"}
+    result = subprocess.run(
+        command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert_clean_failure(
+        result,
+        1,
+        "pip could not download the wheels for linux/x86_64 CPython 3.12: "
+        "the package index is unreachable (",
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -172,10 +172,25 @@ def run_pip(arguments: list[str], what: str, *, missing_ok: bool = False) -> Non
         raise NetworkError(f"pip could not {what}: no result in {CALL_DEADLINE:.0f}s") from None
     if done.returncode == 0:
         return
+    unreachable = _unreachable(done.stderr)
+    if unreachable is not None:
+        raise NetworkError(
+            f"pip could not {what}: the package index is unreachable ({unreachable})"
+        )
     reason = _reason(done.stderr or done.stdout)
     if missing_ok and any(marker in done.stderr for marker in _NO_WHEEL):
         raise _NoWheel(reason)
     raise AirgapError(f"pip could not {what}: {reason}")
+
+
+def _unreachable(output: str) -> str | None:
+    """Why pip's connections failed, when they did (pip then ends with a misleading
+    "no matching distribution"): its last "Retrying ... after connection broken by"."""
+    retries = [line for line in output.splitlines() if "after connection broken by" in line]
+    if not retries:
+        return None
+    cause = retries[-1].split("after connection broken by", 1)[1].strip()
+    return cause[:MAX_REASON_CHARS]
 
 
 def _reason(output: str) -> str:
