@@ -540,6 +540,13 @@ def inspect(bundle: Path, fmt: str, wide: bool) -> int:
         f"{plural(len(manifest.providers), 'provider')}, {plural(len(manifest.images), 'image')}, "
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
+    from airgap.installer.member import installer_records
+
+    for record in installer_records(manifest):
+        click.echo(
+            f"offline installer: {printable(record.path)} ({human_size(record.size)}; "
+            "see the README's 'Installing airgap on the disconnected side')"
+        )
     click.echo()
     click.echo(inventory_tables(manifest, wide=wide))
     return 0

@@ -202,6 +202,8 @@ def test_collect_carries_the_installer_as_a_signed_member(
         assert names[:3] == ["airgap-bundle.json", "airgap-bundle.json.sig", MEMBER]
     result = run_airgap("verify", installer_bundle.path, "--key", installer_bundle.key.public)
     assert result.returncode == 0, result.stdout + result.stderr
+    shown = run_airgap("inspect", installer_bundle.path)
+    assert f"\noffline installer: {MEMBER} (" in shown.stdout, shown.stdout
 
 
 @pytest.mark.parametrize("damage", ["installer", "manifest", "resigned"])
@@ -277,12 +279,17 @@ def test_install_refuses_a_missing_or_unsupported_python_in_one_line(
 ) -> None:
     extract(offline_installer, tmp_path)
     script = str(tmp_path / TOP / "install.sh")
-    old = tmp_path / "python3.10"
-    old.write_text(
-        "#!/bin/sh\n"  # answers as CPython 3.10 would, and nothing else
-        'case "$*" in *implementation*) echo "cpython 3.10 x86_64" ;; esac\n'
-    )
-    old.chmod(0o755)
+    fakes = {}  # interpreters that answer install.sh's question as these would
+    for name, answer in [
+        ("python3.10", "cpython 3.10 x86_64 glibc 2.36"),
+        ("centos7-python3", "cpython 3.11 x86_64 glibc 2.17"),
+        ("alpine-python3", "cpython 3.11 x86_64 none 0"),
+    ]:
+        fakes[name] = tmp_path / name
+        fakes[name].write_text(
+            f'#!/bin/sh\ncase "$*" in *implementation*) echo "{answer}" ;; esac\n'
+        )
+        fakes[name].chmod(0o755)
     blocker = tmp_path / "blocker"
     (blocker / "ensurepip").mkdir(parents=True)
     (blocker / "ensurepip" / "__init__.py").write_text("raise ImportError('not packaged')\n")
@@ -291,7 +298,13 @@ def test_install_refuses_a_missing_or_unsupported_python_in_one_line(
     bare.chmod(0o755)
     cases = [
         (str(tmp_path / "nowhere" / "python3"), "install.sh: error: no ", "found"),
-        (str(old), "is Python 3.10; this installer holds wheels for CPython 3.11 3.12 3.13", ""),
+        (
+            str(fakes["python3.10"]),
+            "is Python 3.10; this installer holds wheels for CPython 3.11 3.12 3.13",
+            "",
+        ),
+        (str(fakes["centos7-python3"]), "runs on glibc 2.17; the wheels here need glibc 2.28", ""),
+        (str(fakes["alpine-python3"]), "runs on a C library other than glibc", ""),
         (str(bare), "has no venv module with ensurepip", "python3-venv"),
     ]
     for python, *needles in cases:

@@ -24,7 +24,7 @@ from airgap import __version__, interrupt
 from airgap.collect.collector import created_timestamp, source_date_epoch
 from airgap.fsutil import atomic_writer, check_replaceable, require_directory_of
 from airgap.installer import targets
-from airgap.installer.targets import Target
+from airgap.installer.targets import NEWEST_GLIBC_MINOR, Target
 from airgap.installer.wheels import Wheelhouse, download, own_wheel
 from airgap.progress import QUIET, Progress
 
@@ -130,6 +130,7 @@ def _install_script(
         template.replace("@VERSION@", __version__)
         .replace("@PYTHONS@", " ".join(pythons))
         .replace("@MACHINES@", " ".join(machines))
+        .replace("@GLIBC_MINOR@", str(NEWEST_GLIBC_MINOR))
         .replace(
             "case $machine in\n@OPTIONAL_CASES@",
             "case $machine/$python_version in\n" + "\n".join(cases),

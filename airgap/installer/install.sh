@@ -28,12 +28,11 @@ python=${PYTHON:-python3}
 
 command -v "$python" >/dev/null 2>&1 ||
   fail "no $python found: install CPython ${pythons} with its venv module (Debian, Ubuntu: apt-get install python3 python3-venv), or name one with PYTHON=/path/to/python3"
-found=$("$python" -c 'import platform, sys; print(sys.implementation.name, "%d.%d" % sys.version_info[:2], platform.machine())' 2>/dev/null) ||
+found=$("$python" -c 'import platform, sys; print(sys.implementation.name, "%d.%d" % sys.version_info[:2], platform.machine(), *(platform.libc_ver()[0] and platform.libc_ver()) or ("none", "0"))' 2>/dev/null) ||
   fail "$python does not run"
-implementation=${found%% *}
-rest=${found#* }
-python_version=${rest%% *}
-machine=${rest#* }
+# shellcheck disable=SC2086 # four words: implementation, version, machine, C library and its version
+set -- $found
+implementation=${1:-} python_version=${2:-} machine=${3:-} libc=${4:-none} libc_version=${5:-0}
 [ "$implementation" = cpython ] ||
   fail "$python is $implementation; this installer holds wheels for CPython ${pythons} only"
 case " $pythons " in
@@ -43,6 +42,15 @@ esac
 case " $machines " in
   *" $machine "*) ;;
   *) fail "this machine is $machine; this installer holds wheels for ${machines} only (build one with airgap installer --machine $machine)" ;;
+esac
+libc_minor=${libc_version#2.}
+libc_minor=${libc_minor%%.*}
+case $libc/$libc_version in
+  glibc/2.[0-9]*)
+    [ "$libc_minor" -ge @GLIBC_MINOR@ ] 2>/dev/null ||
+      fail "$python runs on glibc $libc_version; the wheels here need glibc 2.@GLIBC_MINOR@ or newer (RHEL 8, Ubuntu 20.04, Debian 11 and later)"
+    ;;
+  *) fail "$python runs on a C library other than glibc ($libc $libc_version); the wheels here are manylinux ones, for glibc 2.@GLIBC_MINOR@ or newer" ;;
 esac
 "$python" -c 'import venv, ensurepip' >/dev/null 2>&1 ||
   fail "$python has no venv module with ensurepip (Debian, Ubuntu: apt-get install python3-venv)"

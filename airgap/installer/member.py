@@ -8,7 +8,7 @@ import re
 import tarfile
 from pathlib import Path
 
-from airgap.bundle.format import INSTALLER_DIR, BundleManifest
+from airgap.bundle.format import INSTALLER_DIR, BundleManifest, FileRecord
 from airgap.errors import InputError
 from airgap.names import shown, version_problem
 from airgap.verify.findings import Failure
@@ -56,14 +56,17 @@ def installer_member(path: Path) -> str:
     return f"{INSTALLER_DIR}/{path.name}"
 
 
+def installer_records(manifest: BundleManifest) -> list[FileRecord]:
+    """The manifest's records of members under ``installer/``."""
+    return [
+        f for f in manifest.files if not f.blob_named and f.path.startswith(f"{INSTALLER_DIR}/")
+    ]
+
+
 def check_installer(manifest: BundleManifest) -> list[Failure]:
     """At most one installer, named as collect names it."""
     failures: list[Failure] = []
-    listed = [
-        f.path
-        for f in manifest.files
-        if not f.blob_named and f.path.startswith(f"{INSTALLER_DIR}/")
-    ]
+    listed = [record.path for record in installer_records(manifest)]
     for path in listed:
         name = path.removeprefix(f"{INSTALLER_DIR}/")
         problem = installer_name_problem(name)
