@@ -479,3 +479,16 @@ def test_installer_without_the_index_fails_in_one_line(tmp_path: Path) -> None:
         "the package index is unreachable (",
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_and_import_start_without_the_installers_tar_reader() -> None:
+    """The installer member check costs verify and import no start-up: tarfile (and
+    its imports) load for collect --with-installer alone."""
+    probe = (
+        "import sys, airgap.cli, airgap.verify.bundle, airgap.importing.importer; "
+        "print('tarfile' in sys.modules, 'airgap.installer.member' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split() == ["False", "True"]

@@ -5,7 +5,6 @@ listed in the signed manifest like every other member, so its sha256 is signed a
 from __future__ import annotations
 
 import re
-import tarfile
 from pathlib import Path
 
 from airgap.bundle.format import INSTALLER_DIR, BundleManifest, FileRecord
@@ -35,6 +34,8 @@ def installer_member(path: Path) -> str:
         raise InputError(f"--with-installer {path}: {problem} (as airgap installer writes it)")
     if not path.is_file():
         raise InputError(f"--with-installer {path}: not a regular file")
+    import tarfile  # collect's alone: verify and import start without it (issue 12)
+
     try:
         with tarfile.open(path, "r:") as tar:
             names = set()
