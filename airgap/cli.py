@@ -265,8 +265,80 @@ def completion(shell: str) -> int:
 
 @cli.command(short_help="Show airgap's version.")
 def version() -> int:
-    """Print airgap's version (the same as ``airgap --version``)."""
+    """Print airgap's version (the same as ``airgap --version``) and, when an offline
+    installer installed it, which one."""
+    from airgap.installer.origin import origin_line
+
     click.echo(f"airgap {__version__}")
+    origin = origin_line()
+    if origin is not None:
+        click.echo(origin)
+    return 0
+
+
+@cli.command(short_help="Build an offline installer of airgap for a host without an index.")
+@click.option(
+    "-o",
+    "--output",
+    type=WrittenPath(dir_okay=False, path_type=Path),
+    help="Installer file to write (default: airgap-installer-VERSION.tar).",
+)
+@click.option(
+    "--machine",
+    "machines",
+    multiple=True,
+    help="Machine to carry wheels for: x86_64, aarch64, ppc64le, s390x (repeatable; "
+    "default: x86_64 and aarch64).",
+)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    help="CPython version to carry wheels for (repeatable; default: 3.11, 3.12 and 3.13).",
+)
+@click.option(
+    "--constraint",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="pip constraints file pinning the dependencies (e.g. airgap's constraints.txt).",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing installer file.")
+@quiet_option
+def installer(
+    output: Path | None,
+    machines: tuple[str, ...],
+    pythons: tuple[str, ...],
+    constraint: Path | None,
+    force: bool,
+    quiet: bool,
+) -> int:
+    """Write airgap's wheel, every dependency's wheel for each machine and CPython
+    version (manylinux, glibc 2.28) and an install.sh needing only python3 and venv
+    into one tar, from the package index (see docs/installer.md)."""
+    from airgap.installer.build import build_installer, default_output
+    from airgap.installer.targets import parse_machines, parse_pythons
+
+    chosen_machines, chosen_pythons = parse_machines(machines), parse_pythons(pythons)
+    with Progress.for_terminal(quiet) as progress:
+        result = build_installer(
+            output or default_output(),
+            chosen_machines,
+            chosen_pythons,
+            constraint=constraint,
+            overwrite=force,
+            progress=progress,
+        )
+    for target, requirements in result.missing.items():
+        click.echo(
+            f"airgap: warning: {target}: no wheel of {', '.join(requirements)} "
+            "(install.sh says what is lost there)",
+            err=True,
+        )
+    if not quiet:
+        click.echo(
+            f"wrote {result.output}: airgap {__version__} and {plural(result.wheels, 'wheel')} "
+            f"for linux {', '.join(chosen_machines)}, CPython {', '.join(chosen_pythons)} "
+            f"({human_size(result.size)}) in {result.seconds:.1f}s"
+        )
     return 0
 
 
@@ -336,6 +408,13 @@ def keygen(private_key: Path, force: bool) -> int:
     help="Policy YAML the bundle must pass before it is signed (as verify --policy; "
     "requireSignatures' Fulcio roots and Rekor keys travel in the bundle).",
 )
+@click.option(
+    "--with-installer",
+    "installer",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Carry this offline installer (from airgap installer) in the bundle as "
+    "installer/airgap-installer-VERSION.tar, signed like every member.",
+)
 @quiet_option
 def collect(
     spec: Path,
@@ -352,6 +431,7 @@ def collect(
     quiet: bool,
     no_signatures: bool,
     policy: Path | None,
+    installer: Path | None,
 ) -> int:
     """Collect provider releases and their images into one signed bundle."""
     from airgap.bundle.parts import parse_part_size
@@ -382,6 +462,7 @@ def collect(
             authfile=authfile,
             signatures=not no_signatures,
             policy=policy,
+            installer=installer,
         )
     manifest = result.manifest
     for image in filtered_signed_indexes(manifest):
@@ -461,6 +542,13 @@ def inspect(bundle: Path, fmt: str, wide: bool) -> int:
         f"{plural(len(manifest.providers), 'provider')}, {plural(len(manifest.images), 'image')}, "
         f"{human_size(manifest.total_size)} (not verified: run airgap verify)"
     )
+    from airgap.installer.member import installer_records
+
+    for record in installer_records(manifest):
+        click.echo(
+            f"offline installer: {printable(record.path)} ({human_size(record.size)}; "
+            "see the README's 'Installing airgap on the disconnected side')"
+        )
     click.echo()
     click.echo(inventory_tables(manifest, wide=wide))
     return 0

@@ -28,6 +28,7 @@ SIGNATURE_NAME = "airgap-bundle.json.sig"
 IMAGES_DIR = "images"
 PROVIDERS_DIR = "providers"
 TRUST_DIR = "trust"
+INSTALLER_DIR = "installer"  # collect --with-installer: airgap's offline installer
 
 
 BLOB_PREFIX = f"{IMAGES_DIR}/blobs/sha256/"

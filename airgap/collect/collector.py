@@ -51,6 +51,7 @@ from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
 from airgap.fsutil import check_replaceable, require_directory_of
+from airgap.installer.member import installer_member
 from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
 from airgap.names import shown
@@ -119,6 +120,7 @@ def collect(
     authfile: Path | None = None,
     signatures: bool = True,
     policy: Path | None = None,
+    installer: Path | None = None,
 ) -> CollectResult:
     started = time.monotonic()
     epoch = source_date_epoch()
@@ -131,6 +133,13 @@ def collect(
 
         rules = load_policy(policy)
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
+    carried = (
+        None
+        if installer is None
+        else PlannedMember(
+            installer_member(installer), installer.stat().st_size, path=installer.absolute()
+        )
+    )
     output = output.absolute()
     check_output(output, overwrite=overwrite)
     if part_size is not None:  # a split bundle: NAME.tar.000, ...
@@ -169,6 +178,8 @@ def collect(
             created = created_timestamp(epoch)
             relied = _relied(images, holdings)
             members = plan_members(providers, contents, images, staging, relied)
+            if carried is not None:  # first: tar -xf reaches it before the blobs
+                members.head.insert(0, carried)
             trust = trust_material(rules)
             members.tail += [PlannedMember(r.path, len(data), data=data) for r, data in trust]
             manifest = BundleManifest(

@@ -36,6 +36,7 @@ from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.parts import parts_list_path, parts_signature_path
 from airgap.bundle.source import BundleSource, open_source
 from airgap.errors import BundleError, SignatureError
+from airgap.installer.member import check_installer
 from airgap.jsonsafe import STREAM_CHUNK
 from airgap.progress import QUIET, Progress
 from airgap.signing import fingerprint
@@ -246,6 +247,7 @@ def _verify(
                 raise
 
         bundle.failures.extend(check_names(result.manifest))
+        bundle.failures.extend(check_installer(result.manifest))
         bundle.failures.extend(check_delta(result.manifest))
         bundle.failures.extend(check_layout(result.manifest, read, present, chunks))
         bundle.failures.extend(check_providers(result.manifest, read, present))

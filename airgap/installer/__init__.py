@@ -1,0 +1,2 @@
+"""``airgap installer``: airgap itself, with every wheel it needs, for a host without a
+package index (issue 44). See docs/installer.md."""
