@@ -31,9 +31,15 @@ class OptionalDependency:
 
 # The one declaration of platform-limited dependencies: the installer resolves the
 # required dependencies (airgap's own, less these) for every target, and each of these
-# for every target on its own. Empty today: every runtime dependency is pure Python or
-# has manylinux wheels for x86_64 and aarch64.
-OPTIONAL_DEPENDENCIES: tuple[OptionalDependency, ...] = ()
+# for every target on its own. Helm's engine (airgap.content.helmengine) has x86_64
+# wheels only: elsewhere every command runs but those that render a chart.
+OPTIONAL_DEPENDENCIES: tuple[OptionalDependency, ...] = (
+    OptionalDependency(
+        "helm-python-sdk>=0.2.2,<0.3",
+        "collect and verify of a bundle with charts, and import's chart closure, "
+        "need Helm's engine; every other command works",
+    ),
+)
 
 
 @dataclass(frozen=True, order=True)
