@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from airgap import __version__, interrupt
 from airgap.bundle.reader import read_head
 from airgap.errors import EXIT_FAILURE, AirgapError, InputError
+from airgap.failures import ManyFailures
 from airgap.progress import Progress
 from airgap.redact import scrub
 from airgap.registry.credentials import Credentials
@@ -78,6 +79,10 @@ def _run() -> int:
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see {exc.ctx.command_path} --help)"
         return _fail(f"{exc.format_message().rstrip('.')}{hint}", exc.exit_code)
+    except ManyFailures as exc:  # every failure of the run: one line each, then a count
+        for line in exc.lines():
+            _fail(line, exc.exit_code)
+        return exc.exit_code
     except AirgapError as exc:
         return _fail(str(exc), exc.exit_code)
     except OSError as exc:
@@ -739,6 +744,12 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
     "each blob as it is pushed; blobs the registry holds are not read).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Push every image that can be pushed, then report all that failed (exit 1); "
+    "default: stop at the first.",
+)
 @format_option("The summary on stdout; json: import-report.json's keys (--dry-run: mappings).")
 @debug_option
 @quiet_option
@@ -748,6 +759,7 @@ def import_(
     no_signature: bool,
     output_dir: Path | None,
     dry_run: bool,
+    keep_going: bool,
     fmt: str,
     quiet: bool,
     **target: Any,
@@ -755,7 +767,9 @@ def import_(
     """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
     from airgap.importing.importer import run_import
 
-    options = _import_options(output_dir=output_dir, dry_run=dry_run, **target)
+    options = _import_options(
+        output_dir=output_dir, dry_run=dry_run, keep_going=keep_going, **target
+    )
     trusted = load_trusted_keys(keys, no_signature)
     with Progress.for_terminal(quiet or dry_run) as progress:
         result = run_import(bundle, trusted, options, progress)
@@ -880,6 +894,7 @@ def _import_options(
     concurrency: int = 8,
     reverify: bool = False,
     dry_run: bool = False,
+    keep_going: bool = False,
     **connection: Any,
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
@@ -902,6 +917,7 @@ def _import_options(
         namespace=namespace,
         provider_source=provider_source,
         reverify=reverify,
+        keep_going=keep_going,
         variables=VariableValues.from_sources(file_values, os.environ),
         output_location=output_location.absolute() if output_location else None,
         **_connection(**connection),

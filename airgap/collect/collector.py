@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -50,6 +51,7 @@ from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, 
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
+from airgap.failures import Failure, raise_failures
 from airgap.fsutil import check_replaceable, require_directory_of
 from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
@@ -64,10 +66,13 @@ from airgap.providers.fetch import (
     read_release,
 )
 from airgap.providers.imagesource import fetch_image_provider
+from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
+from airgap.providers.wellknown import lookup
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
+from airgap.textfmt import plural
 
 EPOCH_ENV = "SOURCE_DATE_EPOCH"
 MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second a datetime holds
@@ -141,8 +146,10 @@ def collect(
         # release files and chart repositories over airgap's own transport, as registry
         # traffic is: bounded heads (1xx included), framing and trailers
         with http.build_client(fast=True) as client:
-            providers = _fetch_providers(spec, staging, progress, client)
-            _check_contracts(providers, spec_path)  # before any image is downloaded
+            failures: list[Failure] = []  # every release and image that failed
+            providers = _fetch_providers(spec, staging, progress, client, failures)
+            if not failures:  # a set missing a release is reported for that
+                _check_contracts(providers, spec_path)  # before any image is downloaded
             contents = _fetch_contents(
                 spec,
                 providers,
@@ -156,7 +163,8 @@ def collect(
         ) as pool:
             if spec.image_providers:  # read from their images: one more provider source
                 providers += _fetch_image_providers(spec, providers, staging, progress, pool)
-                _check_contracts(providers, spec_path)
+                if not failures:
+                    _check_contracts(providers, spec_path)
             copier = ImageCopier(
                 pool,
                 platforms=spec.platforms,
@@ -165,7 +173,9 @@ def collect(
                 signatures=signatures,
             )
             with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
-                images = copier.resolve(_image_references(spec, providers, contents))
+                images = copier.resolve(_image_references(spec, providers, contents), failures)
+            # all of them, before any blob moves or anything is written
+            raise_failures(failures, _failed_summary(failures))
             created = created_timestamp(epoch)
             relied = _relied(images, holdings)
             members = plan_members(providers, contents, images, staging, relied)
@@ -208,6 +218,13 @@ def collect(
     return CollectResult(output, manifest, time.monotonic() - started, skipped)
 
 
+def _failed_summary(failures: list[Failure]) -> str:
+    images = sum(1 for f in failures if not f.what.startswith("provider "))
+    releases = len(failures) - images
+    parts = [plural(n, word) for n, word in ((releases, "release"), (images, "image")) if n]
+    return f"{' and '.join(parts)} failed; nothing written"
+
+
 def _signed_plan(
     key: Ed25519PrivateKey,
     manifest: BundleManifest,
@@ -232,8 +249,15 @@ def check_output(output: Path, *, overwrite: bool) -> None:
 
 
 def _fetch_providers(
-    spec: BundleSpec, staging: Path, progress: Progress, client: httpx.Client
+    spec: BundleSpec,
+    staging: Path,
+    progress: Progress,
+    client: httpx.Client,
+    failures: list[Failure],
 ) -> list[FetchedProvider]:
+    """Every release the spec names, downloaded side by side and read in spec order; a
+    release that fails is added to ``failures`` and the others still come (issue 46:
+    every failure of a collect in one run)."""
     # releases download side by side (each is a few requests that mostly wait) and are
     # read one after the other, in spec order; the entries of one provider download in
     # turn, since `latest` may resolve to a version also listed explicitly: one directory
@@ -241,12 +265,19 @@ def _fetch_providers(
     for index, provider in enumerate(spec.providers):
         groups.setdefault((provider.type.kind, provider.name), []).append(index)
 
-    def download(indexes: list[int]) -> list[tuple[int, DownloadedRelease]]:
-        done = []
+    def download(indexes: list[int]) -> list[tuple[int, DownloadedRelease | Failure]]:
+        done: list[tuple[int, DownloadedRelease | Failure]] = []
         for index in indexes:
             provider = spec.providers[index]
             progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
-            done.append((index, download_release(provider, staging, client)))
+            try:
+                done.append((index, download_release(provider, staging, client)))
+            except InputError:
+                raise  # the spec itself: the user's to fix first, alone
+            except AirgapError as exc:
+                done.append(
+                    (index, Failure.of(_release_what(provider), _release_where(provider), exc))
+                )
         return done
 
     group_of = {index: number for number, group in enumerate(groups.values()) for index in group}
@@ -257,10 +288,24 @@ def _fetch_providers(
         for index in range(len(spec.providers)):
             with phases.timed("providers/fetch"):
                 release = dict(downloads.result(group_of[index]))[index]
+            if isinstance(release, Failure):
+                failures.append(release)
+                continue
             key = (release.spec.type.kind, release.spec.name, release.version)
             if key not in fetched:
                 fetched[key] = read_release(release)
     return list(fetched.values())
+
+
+def _release_what(provider: ProviderSpec) -> str:
+    return f"provider {provider.name} ({provider.type.kind}) {provider.version}"
+
+
+def _release_where(provider: ProviderSpec) -> str:
+    """The release's host, as failures name it."""
+    known = lookup(provider.name, provider.type)
+    url = provider.url or (known.url if known else "")
+    return urlsplit(url).netloc or url or "?"
 
 
 def _fetch_contents(
