@@ -44,7 +44,7 @@ from airgap.bundle.writer import (
 )
 from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
-from airgap.collect.members import Members, digest_of, plan_members, relative
+from airgap.collect.members import Members, bundle_bound, digest_of, plan_members, relative
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
@@ -72,6 +72,7 @@ from airgap.providers.wellknown import lookup
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
+from airgap.space import Need, check_space
 from airgap.textfmt import plural
 
 EPOCH_ENV = "SOURCE_DATE_EPOCH"
@@ -140,7 +141,7 @@ def collect(
     check_output(output, overwrite=overwrite)
     if part_size is not None:  # a split bundle: NAME.tar.000, ...
         check_parts_output(output, overwrite=overwrite)
-    staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
+    staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=staging_parent(output)))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
         # release files and chart repositories over airgap's own transport, as registry
@@ -176,10 +177,23 @@ def collect(
                 images = copier.resolve(_image_references(spec, providers, contents), failures)
             # all of them, before any blob moves or anything is written
             raise_failures(failures, _failed_summary(failures))
-            created = created_timestamp(epoch)
             relied = _relied(images, holdings)
-            members = plan_members(providers, contents, images, staging, relied)
+            # the bundle's size is known from the manifests: refused now if it cannot
+            # be written, before any blob (configs included) is asked for
             trust = trust_material(rules)
+            bundle_size, spilled = bundle_bound(
+                providers, contents, images, staging, relied, sum(len(d) for _, d in trust)
+            )
+            check_space(
+                [
+                    Need(output.parent, bundle_size, "the bundle"),
+                    Need(staging, spilled, "staged manifests and configs"),
+                ]
+            )
+            with phases.timed("images/resolve"):
+                copier.read_configs(images)
+            created = created_timestamp(epoch)
+            members = plan_members(providers, contents, images, staging, relied)
             members.tail += [PlannedMember(r.path, len(data), data=data) for r, data in trust]
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -236,6 +250,13 @@ def _signed_plan(
     data = manifest.to_bytes()
     _refuse_what_verify_would(data, members)
     return TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
+
+
+def staging_parent(output: Path) -> Path:
+    """Where collect stages release files and small blobs: ``$TMPDIR`` when it is set
+    (as every temporary file), else beside the bundle, on the disk that will hold it
+    anyway (not a small ``/tmp``)."""
+    return Path(tempfile.gettempdir()) if os.environ.get("TMPDIR") else output.parent
 
 
 def check_output(output: Path, *, overwrite: bool) -> None:

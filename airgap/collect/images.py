@@ -222,12 +222,21 @@ class ImageCopier:
                 )
             image.top, image.source_digest, image.source = filtered, top.digest, top
         self._gather(image, image.top)
+        return image
+
+    def read_configs(self, images: list[ResolvedImage]) -> None:
+        """Each single-platform image's config (small), which names its platform: read
+        after ``resolve``, once the bundle's size is known and its space checked, so
+        that nothing of a blob is asked for before (issue 46)."""
+        run_parallel([partial(self._read_config, image) for image in images], self._concurrency)
+
+    @staticmethod
+    def _read_config(image: ResolvedImage) -> None:
         config = image._config_descriptor()
         if config is not None and config.size <= MAX_CONFIG_BYTES:
-            image.config = registry.fetch_small_blob(
-                repository, config.digest, config.size, what=what
+            image.config = image.registry.fetch_small_blob(
+                image.repository, config.digest, config.size, what=image.what
             )
-        return image
 
     def _gather(self, image: ResolvedImage, manifest: Manifest) -> None:
         image.manifests.append(manifest)
