@@ -31,6 +31,7 @@ from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
     from airgap.importing.importer import ImportOptions
+    from airgap.rewrite.mapping import Target
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
 from airgap.textfmt import human_size, plural, printable
@@ -643,6 +644,15 @@ def _read_password(username: str | None, password_stdin: bool) -> Credentials | 
     return Credentials(username, password)
 
 
+max_path_depth_option = click.option(
+    "--max-path-depth",
+    type=click.IntRange(1, 64),
+    help="At most N path components below the registry host (a registry that refuses "
+    "deeper paths): deeper repositories are flattened, their last components joined "
+    "by '-' (capi/k8s/controller -> capi/k8s-controller with 2).",
+)
+
+
 def target_options(function: Callable[..., int]) -> Callable[..., int]:
     """--registry and the output options shared by import and configmaps."""
     for decorator in reversed(
@@ -653,6 +663,7 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
                 is_flag=True,
                 help="Keep the source registry host as the first path element.",
             ),
+            max_path_depth_option,
             click.option(
                 "--no-pin", is_flag=True, help="Do not pin rewritten references by digest."
             ),
@@ -801,6 +812,7 @@ def import_(
     is_flag=True,
     help="The import kept the source registry host as the first path element.",
 )
+@max_path_depth_option
 @click.option(
     "--no-pin",
     is_flag=True,
@@ -836,6 +848,7 @@ def status(
     no_signature: bool,
     registry: str,
     keep_source_registry: bool,
+    max_path_depth: int | None,
     no_pin: bool,
     provider_source: str,
     concurrency: int,
@@ -850,11 +863,10 @@ def status(
     when Available and not Degraded, 1 otherwise."""
     from airgap.importing.importer import ImportOptions, status_and_have
     from airgap.importing.status import status_text
-    from airgap.rewrite.mapping import Target
 
     connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     options = ImportOptions(
-        target=Target.parse(registry),
+        target=parse_target(registry, max_path_depth),
         keep_registry=keep_source_registry,
         pin=not no_pin,
         provider_source=provider_source,
@@ -881,10 +893,21 @@ def status(
     return 0 if result.healthy else EXIT_FAILURE
 
 
+def parse_target(registry: str, max_path_depth: int | None) -> Target:
+    """``--registry`` with ``--max-path-depth``, refused when the prefix leaves no room."""
+    from airgap.rewrite.mapping import Target
+
+    target = Target.parse(registry)
+    target = Target(target.host, target.prefix, max_path_depth)
+    target.check_depth()
+    return target
+
+
 def _import_options(
     *,
     registry: str,
     keep_source_registry: bool,
+    max_path_depth: int | None,
     no_pin: bool,
     output_dir: Path | None,
     output_location: Path | None,
@@ -901,14 +924,13 @@ def _import_options(
     from airgap.configmaps.variables import VariableValues, load_variables
     from airgap.fsutil import check_output_dir
     from airgap.importing.importer import ImportOptions
-    from airgap.rewrite.mapping import Target
 
     if output_dir is not None:
         check_output_dir(output_dir)  # before anything is pushed
     connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     file_values = load_variables(variables_file) if variables_file else {}
     return ImportOptions(
-        target=Target.parse(registry),
+        target=parse_target(registry, max_path_depth),
         output_dir=output_dir,
         keep_registry=keep_source_registry,
         pin=not no_pin,

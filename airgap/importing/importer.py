@@ -499,6 +499,7 @@ def outputs_key(
         provider_source=options.provider_source,
         location=options.output_location or options.output_dir,
         ca_pem=ca_pem,
+        max_path_depth=options.target.max_depth,
     )
 
 
