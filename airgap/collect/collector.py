@@ -158,6 +158,7 @@ def collect(
                 progress,
                 client,
                 lambda: RegistryPool(spec.registries, authfile=authfile),  # OCI charts
+                failures,
             )
         with RegistryPool(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
@@ -233,10 +234,18 @@ def collect(
 
 
 def _failed_summary(failures: list[Failure]) -> str:
-    images = sum(1 for f in failures if not f.what.startswith("provider "))
+    images = sum(1 for f in failures if parse_or_none(f.what) is not None)
     releases = len(failures) - images
     parts = [plural(n, word) for n, word in ((releases, "release"), (images, "image")) if n]
     return f"{' and '.join(parts)} failed; nothing written"
+
+
+def parse_or_none(text: str) -> Reference | None:
+    """``text`` as an image reference, or None (a release, a chart)."""
+    try:
+        return parse_reference(text)
+    except InputError:
+        return None
 
 
 def _signed_plan(
@@ -336,6 +345,7 @@ def _fetch_contents(
     progress: Progress,
     client: httpx.Client,
     pools: PoolFactory | None = None,
+    failures: list[Failure] | None = None,
 ) -> list[FetchedContent]:
     """cert-manager and the operator as the spec asks, then each infrastructure
     provider version's cluster templates (unless ``templates: false``), all through
@@ -352,7 +362,17 @@ def _fetch_contents(
     fetched: list[FetchedContent] = []
     for request in requests:
         progress.note(f"fetching {request.kind.title} {request.name} {request.version}")
-        result = fetch_content(request, staging)
+        try:
+            result = fetch_content(request, staging)
+        except InputError:
+            raise
+        except AirgapError as exc:  # with ``failures``: the others are still fetched
+            if failures is None:
+                raise
+            what = f"{request.kind.title} {request.name} {request.version}"
+            where = urlsplit(request.source.url).netloc or request.source.url
+            failures.append(Failure.of(what, where, exc))
+            continue
         if result is not None:
             fetched.append(result)
     return fetched

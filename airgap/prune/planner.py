@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from airgap.bundle.format import IMAGES_DIR
 from airgap.collect.members import digest_of
 from airgap.errors import AirgapError, InputError
 from airgap.havelist import HaveList
@@ -40,6 +41,8 @@ from airgap.prune.planfile import Drop, PrunePlan, under
 from airgap.reference import parse_reference
 from airgap.registry.client import Registry
 from airgap.rewrite.mapping import target_repository
+
+BLOBS = f"{IMAGES_DIR}/blobs/"  # a bundle member under it is a blob, named by digest
 
 
 @dataclass
@@ -81,7 +84,7 @@ def kept_by(
         else:  # a delta's children are not all in it: its digests are kept anywhere
             items = []
             kept.anywhere |= {need.digest for need in manifest.delta.needs}
-            kept.anywhere |= {digest_of(f.path) for f in manifest.files if f.path.count("/") == 3}
+            kept.anywhere |= {digest_of(f.path) for f in manifest.files if f.path.startswith(BLOBS)}
             digests = {image.reference: image.digest for image in manifest.images}
             for mapping in mappings:
                 kept.add(mapping.target.repository, [digests[str(mapping.source)]])
