@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from airgap import __version__, interrupt
 from airgap.bundle.reader import read_head
 from airgap.errors import EXIT_FAILURE, AirgapError, InputError
+from airgap.failures import ManyFailures
 from airgap.progress import Progress
 from airgap.redact import scrub
 from airgap.registry.credentials import Credentials
@@ -31,6 +32,7 @@ from airgap.registry.credentials import Credentials
 if TYPE_CHECKING:
     from airgap.bundle.diff import BundleDiff
     from airgap.importing.importer import ImportOptions
+    from airgap.rewrite.mapping import Target
     from airgap.verify.bundle import VerifiedBundle
     from airgap.verify.report import Report
 from airgap.signing import generate_keypair, load_public_key
@@ -80,6 +82,10 @@ def _run() -> int:
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see {exc.ctx.command_path} --help)"
         return _fail(f"{exc.format_message().rstrip('.')}{hint}", exc.exit_code)
+    except ManyFailures as exc:  # every failure of the run: one line each, then a count
+        for line in exc.lines():
+            _fail(line, exc.exit_code)
+        return exc.exit_code
     except AirgapError as exc:
         return _fail(str(exc), exc.exit_code)
     except OSError as exc:
@@ -793,6 +799,15 @@ def _read_password(username: str | None, password_stdin: bool) -> Credentials | 
     return Credentials(username, password)
 
 
+max_path_depth_option = click.option(
+    "--max-path-depth",
+    type=click.IntRange(1, 64),
+    help="At most N path components below the registry host (a registry that refuses "
+    "deeper paths): deeper repositories are flattened, their last components joined "
+    "by '-' (capi/k8s/controller -> capi/k8s-controller with 2).",
+)
+
+
 def target_options(function: Callable[..., int]) -> Callable[..., int]:
     """--registry and the output options shared by import and configmaps."""
     for decorator in reversed(
@@ -803,6 +818,7 @@ def target_options(function: Callable[..., int]) -> Callable[..., int]:
                 is_flag=True,
                 help="Keep the source registry host as the first path element.",
             ),
+            max_path_depth_option,
             click.option(
                 "--no-pin", is_flag=True, help="Do not pin rewritten references by digest."
             ),
@@ -894,6 +910,12 @@ def connection_options(function: Callable[..., int]) -> Callable[..., int]:
     "each blob as it is pushed; blobs the registry holds are not read).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the source -> target mapping only.")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Push every image that can be pushed, then report all that failed (exit 1); "
+    "default: stop at the first.",
+)
 @format_option("The summary on stdout; json: import-report.json's keys (--dry-run: mappings).")
 @debug_option
 @quiet_option
@@ -903,6 +925,7 @@ def import_(
     no_signature: bool,
     output_dir: Path | None,
     dry_run: bool,
+    keep_going: bool,
     fmt: str,
     quiet: bool,
     **target: Any,
@@ -910,7 +933,9 @@ def import_(
     """Verify a bundle, push it into a registry and write rewritten manifests and configs."""
     from airgap.importing.importer import run_import
 
-    options = _import_options(output_dir=output_dir, dry_run=dry_run, **target)
+    options = _import_options(
+        output_dir=output_dir, dry_run=dry_run, keep_going=keep_going, **target
+    )
     trusted = load_trusted_keys(keys, no_signature)
     with Progress.for_terminal(quiet or dry_run) as progress:
         result = run_import(bundle, trusted, options, progress)
@@ -942,6 +967,7 @@ def import_(
     is_flag=True,
     help="The import kept the source registry host as the first path element.",
 )
+@max_path_depth_option
 @click.option(
     "--no-pin",
     is_flag=True,
@@ -977,6 +1003,7 @@ def status(
     no_signature: bool,
     registry: str,
     keep_source_registry: bool,
+    max_path_depth: int | None,
     no_pin: bool,
     provider_source: str,
     concurrency: int,
@@ -991,11 +1018,10 @@ def status(
     when Available and not Degraded, 1 otherwise."""
     from airgap.importing.importer import ImportOptions, status_and_have
     from airgap.importing.status import status_text
-    from airgap.rewrite.mapping import Target
 
     connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     options = ImportOptions(
-        target=Target.parse(registry),
+        target=parse_target(registry, max_path_depth),
         keep_registry=keep_source_registry,
         pin=not no_pin,
         provider_source=provider_source,
@@ -1022,10 +1048,21 @@ def status(
     return 0 if result.healthy else EXIT_FAILURE
 
 
+def parse_target(registry: str, max_path_depth: int | None) -> Target:
+    """``--registry`` with ``--max-path-depth``, refused when the prefix leaves no room."""
+    from airgap.rewrite.mapping import Target
+
+    target = Target.parse(registry)
+    target = Target(target.host, target.prefix, max_path_depth)
+    target.check_depth()
+    return target
+
+
 def _import_options(
     *,
     registry: str,
     keep_source_registry: bool,
+    max_path_depth: int | None,
     no_pin: bool,
     output_dir: Path | None,
     output_location: Path | None,
@@ -1035,20 +1072,20 @@ def _import_options(
     concurrency: int = 8,
     reverify: bool = False,
     dry_run: bool = False,
+    keep_going: bool = False,
     **connection: Any,
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.configmaps.variables import VariableValues, load_variables
     from airgap.fsutil import check_output_dir
     from airgap.importing.importer import ImportOptions
-    from airgap.rewrite.mapping import Target
 
     if output_dir is not None:
         check_output_dir(output_dir)  # before anything is pushed
     connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     file_values = load_variables(variables_file) if variables_file else {}
     return ImportOptions(
-        target=Target.parse(registry),
+        target=parse_target(registry, max_path_depth),
         output_dir=output_dir,
         keep_registry=keep_source_registry,
         pin=not no_pin,
@@ -1057,6 +1094,7 @@ def _import_options(
         namespace=namespace,
         provider_source=provider_source,
         reverify=reverify,
+        keep_going=keep_going,
         variables=VariableValues.from_sources(file_values, os.environ),
         output_location=output_location.absolute() if output_location else None,
         **_connection(**connection),
@@ -1123,6 +1161,156 @@ def _warn_missing_variables(missing: dict[str, list[str]], output_dir: Path) -> 
         "applying",
         err=True,
     )
+
+
+@cli.command(short_help="Plan, then apply, removing what no kept bundle needs.")
+@registry_option
+@click.option(
+    "--keep",
+    "keep_bundles",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A bundle whose images stay (repeatable; its signature must verify with --key).",
+)
+@click.option(
+    "--keep-have",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A have-list (status --export-have) whose digests stay too (repeatable).",
+)
+@key_options
+@click.option(
+    "-o",
+    "--output",
+    type=WrittenPath(dir_okay=False, path_type=Path),
+    help="Where to write the plan (plan mode: required).",
+)
+@click.option(
+    "--apply",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Delete what PLAN.json lists, re-checking each manifest first.",
+)
+@click.option(
+    "--keep-source-registry",
+    is_flag=True,
+    help="The imports kept the source registry host as the first path element.",
+)
+@max_path_depth_option
+@click.option("--no-pin", is_flag=True, help="The imports ran with --no-pin.")
+@click.option(
+    "--provider-source",
+    type=click.Choice(["selector", "oci"]),
+    default="selector",
+    show_default=True,
+    help="oci: the imports published the providers as OCI artifacts.",
+)
+@registry_options
+@concurrency_option("Parallel registry requests.")
+def prune(
+    registry: str,
+    keep_bundles: tuple[Path, ...],
+    keep_have: tuple[Path, ...],
+    keys: tuple[Path, ...],
+    no_signature: bool,
+    output: Path | None,
+    plan_file: Path | None,
+    keep_source_registry: bool,
+    max_path_depth: int | None,
+    no_pin: bool,
+    provider_source: str,
+    concurrency: int,
+    **connection: Any,
+) -> int:
+    """Remove from REGISTRY/PREFIX the tags and manifests no kept bundle needs, in two
+    stages: without --apply, list them with the bytes they hold and write a plan
+    (nothing changes); with --apply PLAN.json, delete exactly those, re-checking each.
+    Blobs are never deleted: run the registry's garbage collection afterwards."""
+    from airgap.importing.importer import ImportOptions
+
+    connection["plain_http"] = _plain_http(registry, connection["plain_http"])
+    options = ImportOptions(
+        target=parse_target(registry, max_path_depth),
+        keep_registry=keep_source_registry,
+        pin=not no_pin,
+        provider_source=provider_source,
+        concurrency=concurrency,
+        **_connection(**connection),
+    )
+    if plan_file is not None:
+        if keep_bundles or keep_have or output:
+            raise InputError("--apply takes the plan alone: no --keep, --keep-have or -o")
+        return _prune_apply(plan_file, options)
+    if not keep_bundles:
+        raise InputError("prune needs --keep BUNDLE (the bundles whose images stay)")
+    if output is None:
+        raise InputError("prune needs -o PLAN.json (where to write the plan)")
+    if no_signature:
+        raise InputError("prune keeps only bundles whose signatures verify: pass --key")
+    return _prune_plan(keep_bundles, keep_have, load_trusted_keys(keys, False), output, options)
+
+
+def _prune_plan(
+    bundles: tuple[Path, ...],
+    haves: tuple[Path, ...],
+    keys: list[Ed25519PublicKey] | None,
+    output: Path,
+    options: ImportOptions,
+) -> int:
+    from airgap.fsutil import require_directory_of, write_atomic
+    from airgap.prune.planner import check_prefix, kept_by, make_plan
+
+    check_prefix(options)
+    require_directory_of(output)
+    assert keys is not None
+    kept = kept_by(list(bundles), list(haves), keys, options)
+    with options.pool() as pool:
+        plan = make_plan(pool.registry(options.target.host), options, kept)
+    write_atomic(output, plan.to_bytes())
+    rows = [(f"{d.repository}:{','.join(d.tags)}", d.digest[:19], d.size) for d in plan.drops]
+    width = max([len(r[0]) for r in rows] + [len("REPOSITORY:TAG")])
+    click.echo(f"{'REPOSITORY:TAG':<{width}}  {'DIGEST':<19}  SIZE")
+    for name, digest, size in rows:
+        click.echo(f"{name:<{width}}  {digest:<19}  {human_size(size)}")
+    manifests = sum(len(d.manifests) for d in plan.drops)
+    if plan.unread:
+        click.echo(
+            f"airgap: warning: {len(plan.unread)} repositories outside the prefix "
+            f"could not be read ({', '.join(plan.unread[:5])}); what they share with these "
+            "is counted as freed",
+            err=True,
+        )
+    click.echo(
+        f"total: {plural(len(plan.drops), 'tagged manifest')} ({manifests} manifests) "
+        f"under {options.target}, {human_size(plan.total)} ({plan.total} bytes) that garbage "
+        f"collection can free; wrote {output}"
+    )
+    return 0
+
+
+def _prune_apply(plan_file: Path, options: ImportOptions) -> int:
+    from airgap.inputfile import read_small
+    from airgap.prune.applier import apply_plan
+    from airgap.prune.planfile import MAX_PLAN_BYTES, PrunePlan
+    from airgap.prune.planner import check_prefix
+
+    check_prefix(options)
+    plan = PrunePlan.from_bytes(read_small(plan_file, MAX_PLAN_BYTES, "--apply"), str(plan_file))
+    if plan.registry != str(options.target):
+        raise InputError(
+            f"{plan_file} is a plan for {plan.registry}, not for --registry {options.target}"
+        )
+    with options.pool() as pool:
+        applied = apply_plan(pool.registry(options.target.host), plan)
+    for line in applied.skipped:
+        click.echo(f"airgap: warning: {line}", err=True)
+    click.echo(
+        f"deleted {plural(len(applied.deleted), 'manifest')} and "
+        f"{plural(len(applied.tags_deleted), 'tag')} under {options.target} "
+        f"({len(applied.gone)} already gone, {len(applied.skipped)} skipped); "
+        f"{human_size(applied.freed)} for the registry's garbage collection to free"
+    )
+    return 0
 
 
 @cli.command(short_help="Write operator objects and a clusterctl repo; push no image.")

@@ -21,7 +21,7 @@ import yaml
 
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.chartrepo import ChartRepository, other_loopback_host, package
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import run_airgap
 from tests.harness.pki import Pki
 
 USER, PASSWORD = "helm", "s3cr3t:pw"  # a ':' in the password, URL-encoded in the spec
@@ -126,7 +126,15 @@ def test_a_refused_repository_fails_in_one_line(
 ) -> None:
     spec = write_spec(tmp_path, repo_url(repositories, password), pki.ca_cert if trusted else None)
     result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", tmp_path / "x")
-    line = assert_clean_failure(result, 1, repositories.protected.url, *needles)
+    # both charts of the refused repository are reported, one line each, then the count
+    # (issue 46: every failure of a collect at once)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "airgap: error: 2 releases failed; nothing written", result.stderr
+    assert len(lines) == 3 and all(x.startswith("airgap: error: Helm charts ") for x in lines[:2])
+    for needle in (repositories.protected.url, *needles):
+        assert all(needle in x for x in lines[:2]), (needle, result.stderr)
+    line = result.stderr
     for secret in (password, *SECRETS):
         assert secret not in line and secret.replace(":", "%3A") not in line
     assert f"{USER}:" not in line

@@ -351,3 +351,57 @@ def test_example_specs_are_valid() -> None:
     assert examples
     for path in examples:
         assert load_spec(path).providers, path
+
+
+def test_every_failure_of_a_collect_is_reported_in_one_run(
+    tmp_path: Path,
+    plain_registry: RegistryServer,
+    release_server: ReleaseServer,
+    source_images: dict[str, TestImage],
+    signing_key: SigningKey,
+) -> None:
+    """Issue 46: three images that cannot be had and one release that is missing are
+    reported together (one line each: reference, registry, status; then the count),
+    exit 1, and nothing is written."""
+    owner, repo = release_server.new_repo("gone")
+    release_server.add_release(
+        owner, repo, "v1.0.0", {"metadata.yaml": make_metadata([(1, 0, "v1beta1")]).encode()}
+    )
+    bad = [
+        f"{plain_registry.host}/test/app:no-such-tag",
+        f"{plain_registry.host}/no/such-repository:v1",
+        "127.0.0.1:9/nothing/here:v1",
+    ]
+    spec = write_spec(
+        tmp_path / "spec.yaml",
+        {
+            "providers": [
+                {
+                    "name": "gone",
+                    "type": "InfrastructureProvider",
+                    "version": "v1.0.0",
+                    "url": release_server.repo_url(owner, repo),
+                }
+            ],
+            "images": [source_images["app"].reference, *bad],
+        },
+    )
+    output = tmp_path / "x.tar"
+    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 5, result.stderr
+    assert all(line.startswith("airgap: error: ") for line in lines)
+    release_host = release_server.repo_url(owner, repo).split("/")[2]
+    assert f"provider gone (InfrastructureProvider) v1.0.0 ({release_host}): HTTP 404" in lines[0]
+    assert "infrastructure-components.yaml" in lines[0]
+    for reference in bad[:2]:
+        (line,) = [line for line in lines if f"{reference} ({plain_registry.host}): " in line]
+        assert "HTTP 404" in line, line
+    (line,) = [line for line in lines if "127.0.0.1:9/nothing/here:v1 (127.0.0.1:9): " in line]
+    assert "unreachable" in line and "cannot connect" in line, line
+    assert lines[-1] == "airgap: error: 1 release and 3 images failed; nothing written"
+    assert source_images["app"].reference not in result.stderr
+    assert not output.exists()
+    assert not list(tmp_path.glob(".airgap-collect-*")) and not list(tmp_path.glob(".x.tar*"))

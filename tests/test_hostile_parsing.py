@@ -795,9 +795,10 @@ def test_a_signal_during_a_slow_download_stops_collect_and_leaves_nothing(
             cwd=sandbox.cwd,
         )
 
-        # the bundle's temporary file and the staging directory exist by then
+        # the bundle's temporary file and the staging directory (in TMPDIR) exist by then
         def downloading() -> bool:
-            return layer_requested.is_set() and len(list(out_dir.iterdir())) == 2
+            staged = len(list(sandbox.tmp.iterdir())) == 1
+            return layer_requested.is_set() and len(list(out_dir.iterdir())) == 1 and staged
 
         send_signal_when(process, downloading, number, timeout=30)
         # "within a second or two": the grace is 1.5 s; 3 s leaves room for a busy machine
@@ -1078,5 +1079,7 @@ def test_a_full_disk_names_the_file_it_could_not_write(
         outcome = sandbox.run(
             "collect", spec_for(server, tiny), "--sign-key", signing_key.private, "-o", bundle
         )
-    assert_one_line(outcome, (1,), "No space left on device", str(bundle))
+    # refused before the layer is downloaded (issue 46: space is checked first), naming
+    # the disk, what the bundle needs and what is free
+    assert_one_line(outcome, (1,), "not enough space", str(tiny_disk), "free")
     assert list(tiny_disk.iterdir()) == []  # no partial bundle, no staging directory

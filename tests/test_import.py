@@ -440,3 +440,50 @@ def test_rerun_of_a_complete_import_only_checks_top_manifests(
         False,
     )
     assert report["blobs_skipped"] > 0
+
+
+def test_keep_going_pushes_what_it_can_and_reports_every_failure(
+    capi_bundle: CollectedBundle,
+    registry_factory: RegistryFactory,
+    fault_proxy_factory: FaultProxyFactory,
+    tmp_path: Path,
+) -> None:
+    """Issue 46: with --keep-going, a registry that refuses two images' repositories
+    (their blob uploads; their manifests) still gets every other image; both failures
+    are reported, one line each, then a count, exit 1; the report records both."""
+    registry = registry_factory("plain")
+    proxy = fault_proxy_factory(registry)
+    proxy.inject("POST", rf"^/v2/{PREFIX}/test/sidecar/blobs/uploads/", status=403, times=10**6)
+    proxy.inject("PUT", rf"^/v2/{PREFIX}/test/multi/manifests/", status=400, times=10**6)
+    out = tmp_path / "out"
+    args = [*capi_bundle.import_args(f"{proxy.host}/{PREFIX}"), "--output-dir", out]
+    stopped = run_airgap(*args)  # without --keep-going: the first failure, alone
+    assert_clean_failure(stopped, 1)
+    result = run_airgap(*args, "--keep-going")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    failed = {
+        source
+        for source in capi_bundle.providers.images
+        if source.split("/", 1)[1].split(":")[0] in ("test/sidecar", "test/multi")
+    }
+    assert len(failed) == 2
+    assert len(lines) == 3, result.stderr
+    for source in failed:
+        (line,) = [line for line in lines if line.startswith(f"airgap: error: {source} (")]
+        assert f"{proxy.host}/{PREFIX}/" in line
+        assert ("HTTP 403" if "sidecar" in source else "HTTP 400") in line, line
+    pushed = len(capi_bundle.providers.images) - 2
+    assert lines[-1] == (
+        f"airgap: error: 2 images failed, {pushed} pushed into {proxy.host}/{PREFIX} "
+        "(see import-report.json)"
+    )
+    report = json.loads((out / "import-report.json").read_text())
+    assert report["images_pushed"] == pushed
+    assert {entry["what"] for entry in report["failed"]} == failed
+    assert {entry["status"] for entry in report["failed"]} == {"HTTP 403", "HTTP 400"}
+    for source, image in capi_bundle.providers.images.items():
+        if source not in failed:
+            raw = skopeo.raw_manifest(target_ref(source, registry), registry=registry)
+            assert sha256_digest(raw) == image.digest

@@ -29,6 +29,7 @@ from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
 from tests.harness.releases import ReleaseServer
 from tests.harness.skopeo import raw_manifest
+from tests.harness.tmpfs import mount_tmpfs, unmount
 
 PART = 32 << 10  # small parts of a small bundle: several, with members across them
 EPOCH = "1700000000"  # the same creation time for both collects: byte-identical bundles
@@ -42,20 +43,6 @@ class Split:
     key: SigningKey
     env: dict[str, str]
     spec: Path
-
-
-def _mount_tmpfs(directory: Path, size: int) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root")
-    directory.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
 
 
 def _collect_limited(
@@ -100,7 +87,7 @@ def split(
     media = directory / "media"
     # room for the parts, the parts list and collect's staging of provider files: a
     # bundle written twice (as a temporary copy, say) would not fit
-    _mount_tmpfs(media, single.stat().st_size + 2 * PART)
+    mount_tmpfs(media, single.stat().st_size + 2 * PART)
     try:
         bundle = media / "capi.tar"
         result = _collect_limited(spec, signing_key.private, bundle, "32KiB", env)
@@ -108,7 +95,7 @@ def split(
         parts = sorted(media.glob("capi.tar.[0-9]*"))
         yield Split(single, bundle, parts, signing_key, env, spec)
     finally:
-        subprocess.run(["umount", "-l", str(media)], check=False)
+        unmount(media)
 
 
 def test_parts_never_exceed_the_part_size_and_cat_gives_the_single_file(split: Split) -> None:

@@ -160,6 +160,11 @@ def _padding(size: int) -> int:
     return -size % BLOCK
 
 
+def member_span(name: str, size: int, mtime: int = 0) -> int:
+    """The bytes a member takes in the tar: its header(s), data and padding."""
+    return _header_length(name, size, mtime) + size + _padding(size)
+
+
 @dataclass(frozen=True)
 class TarPlan:
     """Offsets for the whole archive, manifest and signature first (headers are built

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -43,13 +44,14 @@ from airgap.bundle.writer import (
 )
 from airgap.collect.base import Holdings
 from airgap.collect.images import ImageCopier, ResolvedImage
-from airgap.collect.members import Members, digest_of, plan_members, relative
+from airgap.collect.members import Members, bundle_bound, digest_of, plan_members, relative
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
+from airgap.failures import Failure, raise_failures
 from airgap.fsutil import check_replaceable, require_directory_of
 from airgap.installer.member import installer_member
 from airgap.layout import INDEX_FILE
@@ -65,10 +67,14 @@ from airgap.providers.fetch import (
     read_release,
 )
 from airgap.providers.imagesource import fetch_image_provider
+from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
+from airgap.providers.wellknown import lookup
 from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
 from airgap.signing import load_private_key, sign
+from airgap.space import Need, check_space
+from airgap.textfmt import plural
 
 EPOCH_ENV = "SOURCE_DATE_EPOCH"
 MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second a datetime holds
@@ -144,14 +150,16 @@ def collect(
     check_output(output, overwrite=overwrite)
     if part_size is not None:  # a split bundle: NAME.tar.000, ...
         check_parts_output(output, overwrite=overwrite)
-    staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=output.parent))
+    staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=staging_parent(output)))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
     try:
         # release files and chart repositories over airgap's own transport, as registry
         # traffic is: bounded heads (1xx included), framing and trailers
         with http.build_client(fast=True) as client:
-            providers = _fetch_providers(spec, staging, progress, client)
-            _check_contracts(providers, spec_path)  # before any image is downloaded
+            failures: list[Failure] = []  # every release and image that failed
+            providers = _fetch_providers(spec, staging, progress, client, failures)
+            if not failures:  # a set missing a release is reported for that
+                _check_contracts(providers, spec_path)  # before any image is downloaded
             contents = _fetch_contents(
                 spec,
                 providers,
@@ -159,13 +167,15 @@ def collect(
                 progress,
                 client,
                 lambda: RegistryPool(spec.registries, authfile=authfile),  # OCI charts
+                failures,
             )
         with RegistryPool(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
         ) as pool:
             if spec.image_providers:  # read from their images: one more provider source
                 providers += _fetch_image_providers(spec, providers, staging, progress, pool)
-                _check_contracts(providers, spec_path)
+                if not failures:
+                    _check_contracts(providers, spec_path)
             copier = ImageCopier(
                 pool,
                 platforms=spec.platforms,
@@ -174,13 +184,29 @@ def collect(
                 signatures=signatures,
             )
             with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
-                images = copier.resolve(_image_references(spec, providers, contents))
-            created = created_timestamp(epoch)
+                images = copier.resolve(_image_references(spec, providers, contents), failures)
+            # all of them, before any blob moves or anything is written
+            raise_failures(failures, _failed_summary(failures))
             relied = _relied(images, holdings)
+            # the bundle's size is known from the manifests: refused now if it cannot
+            # be written, before any blob (configs included) is asked for
+            trust = trust_material(rules)
+            bundle_size, spilled = bundle_bound(
+                providers, contents, images, staging, relied, sum(len(d) for _, d in trust)
+            )
+            bundle_size += carried.size if carried is not None else 0
+            check_space(
+                [
+                    Need(output.parent, bundle_size, "the bundle"),
+                    Need(staging, spilled, "staged manifests and configs"),
+                ]
+            )
+            with phases.timed("images/resolve"):
+                copier.read_configs(images)
+            created = created_timestamp(epoch)
             members = plan_members(providers, contents, images, staging, relied)
             if carried is not None:  # first: tar -xf reaches it before the blobs
                 members.head.insert(0, carried)
-            trust = trust_material(rules)
             members.tail += [PlannedMember(r.path, len(data), data=data) for r, data in trust]
             manifest = BundleManifest(
                 created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -219,6 +245,21 @@ def collect(
     return CollectResult(output, manifest, time.monotonic() - started, skipped)
 
 
+def _failed_summary(failures: list[Failure]) -> str:
+    images = sum(1 for f in failures if parse_or_none(f.what) is not None)
+    releases = len(failures) - images
+    parts = [plural(n, word) for n, word in ((releases, "release"), (images, "image")) if n]
+    return f"{' and '.join(parts)} failed; nothing written"
+
+
+def parse_or_none(text: str) -> Reference | None:
+    """``text`` as an image reference, or None (a release, a chart)."""
+    try:
+        return parse_reference(text)
+    except InputError:
+        return None
+
+
 def _signed_plan(
     key: Ed25519PrivateKey,
     manifest: BundleManifest,
@@ -232,6 +273,13 @@ def _signed_plan(
     return TarPlan.build(data, sign(key, data), members, int(created.timestamp()))
 
 
+def staging_parent(output: Path) -> Path:
+    """Where collect stages release files and small blobs: ``$TMPDIR`` when it is set
+    (as every temporary file), else beside the bundle, on the disk that will hold it
+    anyway (not a small ``/tmp``)."""
+    return Path(tempfile.gettempdir()) if os.environ.get("TMPDIR") else output.parent
+
+
 def check_output(output: Path, *, overwrite: bool) -> None:
     """Refuse a bundle path whose directory is missing rather than create it (an
     unmounted USB disk would fill the root filesystem instead), and an existing bundle
@@ -243,8 +291,15 @@ def check_output(output: Path, *, overwrite: bool) -> None:
 
 
 def _fetch_providers(
-    spec: BundleSpec, staging: Path, progress: Progress, client: httpx.Client
+    spec: BundleSpec,
+    staging: Path,
+    progress: Progress,
+    client: httpx.Client,
+    failures: list[Failure],
 ) -> list[FetchedProvider]:
+    """Every release the spec names, downloaded side by side and read in spec order; a
+    release that fails is added to ``failures`` and the others still come (issue 46:
+    every failure of a collect in one run)."""
     # releases download side by side (each is a few requests that mostly wait) and are
     # read one after the other, in spec order; the entries of one provider download in
     # turn, since `latest` may resolve to a version also listed explicitly: one directory
@@ -252,12 +307,19 @@ def _fetch_providers(
     for index, provider in enumerate(spec.providers):
         groups.setdefault((provider.type.kind, provider.name), []).append(index)
 
-    def download(indexes: list[int]) -> list[tuple[int, DownloadedRelease]]:
-        done = []
+    def download(indexes: list[int]) -> list[tuple[int, DownloadedRelease | Failure]]:
+        done: list[tuple[int, DownloadedRelease | Failure]] = []
         for index in indexes:
             provider = spec.providers[index]
             progress.note(f"fetching {provider.type.kind} {provider.name} {provider.version}")
-            done.append((index, download_release(provider, staging, client)))
+            try:
+                done.append((index, download_release(provider, staging, client)))
+            except InputError:
+                raise  # the spec itself: the user's to fix first, alone
+            except AirgapError as exc:
+                done.append(
+                    (index, Failure.of(_release_what(provider), _release_where(provider), exc))
+                )
         return done
 
     group_of = {index: number for number, group in enumerate(groups.values()) for index in group}
@@ -268,10 +330,24 @@ def _fetch_providers(
         for index in range(len(spec.providers)):
             with phases.timed("providers/fetch"):
                 release = dict(downloads.result(group_of[index]))[index]
+            if isinstance(release, Failure):
+                failures.append(release)
+                continue
             key = (release.spec.type.kind, release.spec.name, release.version)
             if key not in fetched:
                 fetched[key] = read_release(release)
     return list(fetched.values())
+
+
+def _release_what(provider: ProviderSpec) -> str:
+    return f"provider {provider.name} ({provider.type.kind}) {provider.version}"
+
+
+def _release_where(provider: ProviderSpec) -> str:
+    """The release's host, as failures name it."""
+    known = lookup(provider.name, provider.type)
+    url = provider.url or (known.url if known else "")
+    return urlsplit(url).netloc or url or "?"
 
 
 def _fetch_contents(
@@ -281,6 +357,7 @@ def _fetch_contents(
     progress: Progress,
     client: httpx.Client,
     pools: PoolFactory | None = None,
+    failures: list[Failure] | None = None,
 ) -> list[FetchedContent]:
     """cert-manager and the operator as the spec asks, then each infrastructure
     provider version's cluster templates (unless ``templates: false``), all through
@@ -298,7 +375,17 @@ def _fetch_contents(
     fetched: list[FetchedContent] = []
     for request in requests:
         progress.note(f"fetching {request.kind.title} {request.name} {request.version}")
-        result = fetch_content(request, staging)
+        try:
+            result = fetch_content(request, staging)
+        except InputError:
+            raise
+        except AirgapError as exc:  # with ``failures``: the others are still fetched
+            if failures is None:
+                raise
+            what = f"{request.kind.title} {request.name} {request.version}"
+            where = urlsplit(request.source.url).netloc or request.source.url
+            failures.append(Failure.of(what, where, exc))
+            continue
         if result is not None:
             fetched.append(result)
     return fetched

@@ -9,13 +9,14 @@ first and in parallel, hashed as they arrive, straight into their places in the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from airgap.bundle.format import ArtifactRecord
 from airgap.bundle.writer import Region, RegionWriter, Sink
-from airgap.errors import AirgapError
+from airgap.errors import AirgapError, InputError
+from airgap.failures import Failure
 from airgap.limits import MAX_CONFIG_BYTES
 from airgap.oci import Descriptor, Manifest, config_platform, filter_index
 from airgap.parallel import run_parallel
@@ -142,6 +143,16 @@ class BlobJob:
         return f"image {self.reference}"
 
 
+def _caught(job: Callable[[], ResolvedImage]) -> ResolvedImage | AirgapError:
+    """The job's image, or the error that says why there is none."""
+    try:
+        return job()
+    except InputError:
+        raise  # the user's own input (an authfile, a CA file): once, not per image
+    except AirgapError as exc:
+        return exc
+
+
 class ImageCopier:
     """Resolves images, then fills their blobs into planned regions of one file."""
 
@@ -160,12 +171,22 @@ class ImageCopier:
         self._concurrency = concurrency
         self._progress = progress
 
-    def resolve(self, references: Sequence[Reference]) -> list[ResolvedImage]:
+    def resolve(
+        self, references: Sequence[Reference], failures: list[Failure] | None = None
+    ) -> list[ResolvedImage]:
         """Every image's manifest tree, and (unless ``signatures`` is off) what upstream
-        attached to each of its manifests."""
-        images = run_parallel(
-            [partial(self._resolve, ref) for ref in references], self._concurrency
-        )
+        attached to each of its manifests. With ``failures``, an image that cannot be
+        resolved is added there and the others are still resolved (issue 46); without,
+        the first failure is raised."""
+        jobs = [partial(self._resolve, ref) for ref in references]
+        if failures is None:
+            images = run_parallel(jobs, self._concurrency)
+        else:
+            found = run_parallel([partial(_caught, job) for job in jobs], self._concurrency)
+            for reference, result in zip(references, found, strict=True):
+                if isinstance(result, AirgapError):
+                    failures.append(Failure.of(str(reference), reference.registry, result))
+            images = [result for result in found if isinstance(result, ResolvedImage)]
         if self._signatures:
             self._attach(images)
         return images
@@ -201,12 +222,21 @@ class ImageCopier:
                 )
             image.top, image.source_digest, image.source = filtered, top.digest, top
         self._gather(image, image.top)
+        return image
+
+    def read_configs(self, images: list[ResolvedImage]) -> None:
+        """Each single-platform image's config (small), which names its platform: read
+        after ``resolve``, once the bundle's size is known and its space checked, so
+        that nothing of a blob is asked for before (issue 46)."""
+        run_parallel([partial(self._read_config, image) for image in images], self._concurrency)
+
+    @staticmethod
+    def _read_config(image: ResolvedImage) -> None:
         config = image._config_descriptor()
         if config is not None and config.size <= MAX_CONFIG_BYTES:
-            image.config = registry.fetch_small_blob(
-                repository, config.digest, config.size, what=what
+            image.config = image.registry.fetch_small_blob(
+                image.repository, config.digest, config.size, what=image.what
             )
-        return image
 
     def _gather(self, image: ResolvedImage, manifest: Manifest) -> None:
         image.manifests.append(manifest)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from airgap.bundle.format import IMAGES_DIR, FileRecord, blob_member
-from airgap.bundle.writer import PlannedMember
+from airgap.bundle.writer import PlannedMember, member_span
 from airgap.collect.images import ResolvedImage
 from airgap.content.fetch import FetchedContent
 from airgap.errors import AirgapError
@@ -73,6 +73,58 @@ class Members(Iterable[PlannedMember]):
             for record, offset in zip(self.blobs, self.offsets, strict=True)
             if offset < 0
         }
+
+
+# Bounds on what is not known before the configs are read: the bundle manifest's record
+# of each image (its reference counted apart), of each provider, content and attached
+# artifact, of each file (its path counted apart), an index.json entry, and what is
+# written once (the manifest's own fields, its signature, oci-layout, the archive's end)
+IMAGE_RECORD_BOUND = 1024
+RECORD_BOUND = 512
+FILE_RECORD_BOUND = 192
+INDEX_ENTRY_BOUND = 384
+FIXED_BOUND = 6 * 1024
+
+
+def bundle_bound(
+    providers: list[FetchedProvider],
+    contents: list[FetchedContent],
+    images: list[ResolvedImage],
+    staging: Path,
+    relied: set[str],
+    extra: int = 0,
+) -> tuple[int, int]:
+    """(an upper bound of the bundle's size, and of the bytes ``plan_members`` stages:
+    the spilled small blobs and ``index.json``), from the manifests alone: nothing is
+    downloaded to know it (issue 46: free space is checked before any blob is asked
+    for). ``extra``: bytes of further members (trust material)."""
+    paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
+    paths += [path for content in contents for path in content.files]
+    names = {relative(p, staging): p.stat().st_size for p in paths}
+    pieces: dict[str, int] = {}
+    inline: dict[str, int] = {}
+    index = records = 0
+    for image in images:
+        pieces.update({b.digest: b.size for b in image.blobs()})
+        carried = {m.digest: m.size for m in image.carried_manifests()}
+        pieces.update(carried)
+        inline.update(carried)
+        config = image._config_descriptor()
+        if config is not None:
+            inline[config.digest] = config.size
+        for attached in image.attached:
+            inline.update({d: len(data) for d, data in attached.payloads.items()})
+        index += INDEX_ENTRY_BOUND + len(str(image.reference))
+        records += IMAGE_RECORD_BOUND + 2 * len(str(image.reference))
+        records += RECORD_BOUND * len(image.attached)
+    names.update({blob_member(d): n for d, n in pieces.items() if d not in relied})
+    records += sum(FILE_RECORD_BOUND + len(name) for name in names)
+    records += sum(RECORD_BOUND + sum(len(i) for i in p.images) for p in providers)
+    records += sum(RECORD_BOUND + sum(len(i) for i in c.images) for c in contents)
+    size = sum(member_span(name, n) for name, n in names.items()) + extra
+    size += member_span(f"{IMAGES_DIR}/{INDEX_FILE}", index) + member_span("", records)
+    spilled = sum(n for d, n in inline.items() if d not in relied) + index
+    return size + FIXED_BOUND, spilled
 
 
 def plan_members(

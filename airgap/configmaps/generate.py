@@ -98,9 +98,7 @@ def _provider_outputs(
     if options.provider_source == "oci":
         assert registry is not None, "the OCI provider source needs the target registry"
         oci_references = {
-            version.configmap_name: ocisource.publish(
-                registry, target.host, target.prefix, version, created
-            )
+            version.configmap_name: ocisource.publish(registry, target, version, created)
             for version in emit.provider_versions(providers, options.namespace)
         }
         # OCI_USERNAME/OCI_PASSWORD given as variables win over the import's own

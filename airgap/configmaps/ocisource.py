@@ -13,6 +13,7 @@ import json
 from airgap.configmaps.objects import ProviderVersion
 from airgap.oci import OCI_MANIFEST, TITLE_ANNOTATION, Manifest, sha256_digest
 from airgap.registry.client import Registry, bytes_body
+from airgap.rewrite.mapping import Target
 
 ARTIFACT_TYPE = "application/vnd.cluster-api.provider.v1"
 EMPTY_CONFIG = b"{}"
@@ -20,8 +21,8 @@ EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar"  # what oras uses for files
 
 
-def artifact_repository(prefix: str, provider: ProviderVersion) -> str:
-    return "/".join(part for part in (prefix, "capi-providers", provider.key) if part)
+def artifact_repository(target: Target, provider: ProviderVersion) -> str:
+    return target.repository("capi-providers", provider.key)
 
 
 def artifact_files(provider: ProviderVersion) -> dict[str, bytes]:
@@ -57,14 +58,12 @@ def artifact_manifest(files: dict[str, bytes], created: str) -> Manifest:
     return Manifest.from_bytes(json.dumps(document, indent=2).encode(), OCI_MANIFEST)
 
 
-def publish(
-    registry: Registry, host: str, prefix: str, provider: ProviderVersion, created: str
-) -> str:
+def publish(registry: Registry, target: Target, provider: ProviderVersion, created: str) -> str:
     """Push the artifact (skipping blobs already there); returns the reference the
     operator's ``fetchConfig.oci`` takes: ``host/repo:version``, prefixed ``http://``
     when the registry speaks plain HTTP (the operator's ``parseOCISource`` reads that
     prefix as its only plain-HTTP switch; without it, it speaks HTTPS)."""
-    repository = artifact_repository(prefix, provider)
+    repository = artifact_repository(target, provider)
     files = artifact_files(provider)
     what = f"provider artifact {provider.configmap_name}"
     for data in [EMPTY_CONFIG, *files.values()]:
@@ -75,4 +74,4 @@ def publish(
     if registry.manifest_digest(repository, provider.version, what=what) != manifest.digest:
         registry.put_manifest(repository, provider.version, manifest, what=what)
     scheme = "http://" if registry.plain_http else ""
-    return f"{scheme}{host}/{repository}:{provider.version}"
+    return f"{scheme}{target.host}/{repository}:{provider.version}"

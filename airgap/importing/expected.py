@@ -90,7 +90,7 @@ def built_artifacts(
                     PROVIDER_ARTIFACT,
                     version.configmap_name,
                     target.host,
-                    ocisource.artifact_repository(target.prefix, version),
+                    ocisource.artifact_repository(target, version),
                     version.version,
                     manifest,
                 )

@@ -17,6 +17,7 @@ from airgap.bundle.format import BundleManifest
 from airgap.configmaps.variables import VariableValues
 from airgap.content.kinds import ContentKind
 from airgap.errors import AirgapError, InputError
+from airgap.failures import Failure, ManyFailures
 from airgap.fsutil import write_atomic
 from airgap.importing import outputcache
 from airgap.importing.outputcache import AskedValues, PublishedImage, Recorded
@@ -95,6 +96,7 @@ class ImportOptions:
     output_location: Path | None = None
     authfile: Path | None = None  # the only credentials file to read (--authfile)
     cert_dir: Path | None = None  # the target's CAs and client pair (--cert-dir)
+    keep_going: bool = False  # push every image it can, then report all that failed
 
     def pool(self) -> RegistryPool:
         """A registry pool configured for the target registry."""
@@ -144,6 +146,7 @@ class ImportResult:
     conditions: list[Condition] = field(default_factory=list)
     versions: list[dict[str, str]] = field(default_factory=list)
     attached: AttachedPlan | None = None  # what upstream attached, pushed next to subjects
+    failed: list[Failure] = field(default_factory=list)  # --keep-going: images not pushed
 
     def summary(self) -> str:
         """One line for the terminal."""
@@ -181,6 +184,9 @@ class ImportResult:
             "conditions": [condition.to_json() for condition in self.conditions],
             "versions": self.versions,
             "attached": (self.attached or AttachedPlan()).report(),
+            # --keep-going: the images pushed and, one each, those that failed
+            "images_pushed": len(self.mappings) - len(self.failed),
+            "failed": [failure.to_json() for failure in self.failed],
         }
 
 
@@ -278,6 +284,7 @@ def run_import(
             progress=progress,
             blob_index=index,
             relied=supply.holders if supply is not None else None,
+            keep_going=options.keep_going,
         )
         try:
             # signatures, attestations and SBOMs next to their subjects (issue 17)
@@ -380,6 +387,7 @@ def run_import(
         ),
         versions=versions(manifest),
         attached=attached,
+        failed=sorted(pusher.failures.values(), key=lambda f: f.what),
     )
     if options.output_dir is not None:
         report = {"import-report.json": json_bytes(result.report())}
@@ -403,6 +411,13 @@ def run_import(
             )
             outputs = files | report | {outputcache.RECORD: record}
             write_outputs(options.output_dir, outputs, operator=operator_files, replaced=PARTS)
+    if result.failed:  # --keep-going: every image that failed, the others pushed
+        pushed = len(mappings) - len(result.failed)
+        raise ManyFailures(
+            result.failed,
+            f"{plural(len(result.failed), 'image')} failed, {pushed} pushed into "
+            f"{options.target}" + (" (see import-report.json)" if options.output_dir else ""),
+        )
     if not closure.closed:  # the outputs and the report are there to look at
         raise AirgapError(describe_failure(closure, str(options.target)))
     return result
@@ -489,6 +504,7 @@ def outputs_key(
         provider_source=options.provider_source,
         location=options.output_location or options.output_dir,
         ca_pem=ca_pem,
+        max_path_depth=options.target.max_depth,
     )
 
 

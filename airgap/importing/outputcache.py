@@ -89,6 +89,7 @@ def options_key(
     provider_source: str,
     location: Path,
     ca_pem: bytes | None,
+    max_path_depth: int | None = None,
 ) -> dict[str, Any]:
     """What the outputs depend on besides the variables and the target's scheme: the
     bundle manifest's digest, each option that changes output bytes, airgap's version."""
@@ -104,6 +105,7 @@ def options_key(
         "location": str(location),
         "absoluteLocation": str(location.absolute()),
         "caFile": None if ca_pem is None else hashlib.sha256(ca_pem).hexdigest(),
+        "maxPathDepth": max_path_depth,
     }
 
 

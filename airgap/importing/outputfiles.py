@@ -17,6 +17,9 @@ from airgap.importing.outputlisting import IMPORT, OPERATOR
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Mapping, Target
 from airgap.rewrite.providers import RewrittenProvider
+from airgap.space import Need, check_space
+
+BLOCK = 4096  # a filesystem block: what the smallest file takes
 
 
 def import_files(
@@ -95,11 +98,27 @@ def write_outputs(
     """``write_tree``, listing every file with its part (those in ``operator`` the
     operator's, the rest import's), then removing what an earlier write of the parts
     ``replaced`` left that this one does not write (``outputlisting``)."""
+    # the tree is written beside the old one, then renamed into place: refused whole
+    # when its filesystem cannot hold it (issue 46), rather than half-written
+    check_space([Need(nearest_directory(output_dir), tree_size(files), "the outputs")])
     written = {name: OPERATOR if name in operator else IMPORT for name in files}
     listing, stale = outputlisting.plan(outputlisting.read(output_dir), written, replaced)
     listed = outputlisting.listing_bytes({**listing, **stale})
     write_tree(output_dir, {**files, outputlisting.LISTING: listed})
     outputlisting.prune(output_dir, listing, stale)
+
+
+def tree_size(files: MappingType[str, bytes]) -> int:
+    """What ``files`` take on disk: each rounded up to a 4 KiB block."""
+    return sum(-(-len(data) // BLOCK) * BLOCK for data in files.values()) + BLOCK
+
+
+def nearest_directory(path: Path) -> Path:
+    """``path``, or its nearest ancestor that exists: where it will be created."""
+    path = path.absolute()
+    while not path.is_dir() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def write_tree(output_dir: Path, files: MappingType[str, bytes]) -> None:

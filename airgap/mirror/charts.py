@@ -36,8 +36,7 @@ class PushedChart:
 
 
 def chart_repository(target: Target, name: str) -> str:
-    prefix = f"{target.prefix}/" if target.prefix else ""
-    return f"{prefix}charts/{name}"
+    return target.repository("charts", name)
 
 
 @dataclass(frozen=True)

@@ -206,8 +206,7 @@ def repository_for(target: Target, record: ProviderRecord) -> str:
     (``cluster-api``, ``bootstrap-kubeadm``, ``control-plane-kubeadm``), since a name
     alone is shared by providers of different types (kubeadm's bootstrap and control
     plane) that must never share a repository and tag."""
-    parts = [target.prefix] if target.prefix else []
-    return "/".join([*parts, REPOSITORY, record.label])
+    return target.repository(REPOSITORY, record.label)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import yaml
 
 from airgap.mirror.nodereadme import node_readme
-from airgap.rewrite.mapping import Mapping, Target, host_path_element
+from airgap.rewrite.mapping import Mapping, Target, host_path_element, unflattened_repository
 
 MIRROR_SET_NAME = "airgap-capi"
 CONTAINERD_DIR = "mirror/containerd/certs.d"
@@ -53,6 +53,19 @@ def mirror_prefix(source_registry: str, target: Target, keep_registry: bool) -> 
 
 def source_registries(mappings: list[Mapping]) -> list[str]:
     return sorted({m.source.registry for m in mappings})
+
+
+def flattened(mappings: list[Mapping], target: Target, keep_registry: bool) -> dict[str, str]:
+    """``SOURCE/REPO`` -> ``TARGET/FLAT`` for each repository ``--max-path-depth``
+    flattened: a registry-wide mirror (``PREFIX/PATH``) does not find those, so CRI-O,
+    podman and OpenShift get one more specific entry each (containerd's hosts.toml has
+    no per-repository form: its nodes pull the rewritten references)."""
+    found: dict[str, str] = {}
+    for mapping in mappings:
+        source = mapping.source
+        if mapping.target.repository != unflattened_repository(source, target, keep_registry):
+            found[source.name] = mapping.target.name
+    return dict(sorted(found.items()))
 
 
 def containerd_hosts_toml(
@@ -158,6 +171,20 @@ def registries_conf(
                 ]
             )
         )
+    for source, location in flattened(mappings, target, keep_registry).items():
+        blocks.append(
+            "\n".join(
+                [
+                    "[[registry]]",  # more specific than its registry's: it wins
+                    f"prefix = {_toml_string(source)}",
+                    f"location = {_toml_string(source)}",
+                    "",
+                    "[[registry.mirror]]",
+                    f"location = {_toml_string(location)}",
+                    *insecure,
+                ]
+            )
+        )
     if access.plain_http and target.host not in source_registries(mappings):
         # the rewritten references name the target itself
         blocks.append(f"[[registry]]\nlocation = {_toml_string(target.host)}\ninsecure = true")
@@ -192,10 +219,28 @@ def node_files(
     files[DROP_IN] = registries_conf(mappings, target, keep_registry, access).encode()
     if ca_pem is not None:
         files[f"{CONTAINERS_DIR}/certs.d/{target.host}/{CA_FILE}"] = ca_pem
-    files["mirror/README.md"] = node_readme(
+    readme = node_readme(
         target.host, str(target), sorted(hosts), ca=access.ca, plain_http=access.plain_http
-    ).encode()
+    )
+    flat = flattened(mappings, target, keep_registry)
+    if flat:
+        readme += _flattened_note(target, flat)
+    files["mirror/README.md"] = readme.encode()
     return files
+
+
+def _flattened_note(target: Target, flat: dict[str, str]) -> str:
+    listed = "".join(f"- `{source}` -> `{location}`\n" for source, location in flat.items())
+    return f"""
+## Flattened repositories (--max-path-depth {target.max_depth})
+
+These repositories were flattened to fit the registry's path depth. The CRI-O/podman
+drop-in and the OpenShift mirror sets carry one entry each for them. containerd's
+`hosts.toml` can only add a prefix to a registry's paths, never rename a repository:
+containerd nodes pull these images by the rewritten references (the components and
+values import wrote), not by their original ones.
+
+{listed}"""
 
 
 def mirror_sets(mappings: list[Mapping], target: Target, keep_registry: bool) -> str:
@@ -203,6 +248,10 @@ def mirror_sets(mappings: list[Mapping], target: Target, keep_registry: bool) ->
     entries = [
         {"source": registry, "mirrors": [mirror_prefix(registry, target, keep_registry)]}
         for registry in source_registries(mappings)
+    ]
+    entries += [
+        {"source": source, "mirrors": [location]}
+        for source, location in flattened(mappings, target, keep_registry).items()
     ]
     documents = [
         {

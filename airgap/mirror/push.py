@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from airgap.bundle.format import blob_member
 from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError
+from airgap.failures import Failure
 from airgap.mirror.blobindex import BlobIndex
 from airgap.oci import Descriptor, Manifest
 from airgap.parallel import Ahead, run_parallel, run_unlocking
@@ -156,8 +157,13 @@ class Pusher:
         progress: Progress = QUIET,
         blob_index: BlobIndex | None = None,
         relied: AnyMapping[str, str] | None = None,
+        keep_going: bool = False,
     ) -> None:
         self._registry = registry
+        # --keep-going (issue 46): an image that fails is recorded here, by its target
+        # reference, and the others still push; without it the first failure is raised
+        self._keep_going = keep_going
+        self.failures: dict[str, Failure] = {}
         # what the HEADs that found trees complete saw resolve, (repository, tag or
         # digest) -> digest: a no-op re-import's closure check need not ask again.
         # Written from the pool's threads, one key per store (atomic under the GIL)
@@ -223,7 +229,8 @@ class Pusher:
         for tree in todo:
             for digest in waiting[id(tree)]:
                 trees_of.setdefault(digest, []).append(tree)
-        ready = [partial(self._finish, tree) for tree in todo if not waiting[id(tree)]]
+        finish = self._finish if not self._keep_going else self._finish_or_record
+        ready = [partial(finish, tree) for tree in todo if not waiting[id(tree)]]
 
         def unlocked(index: int) -> list[Callable[[], None]]:
             """The images that the blob job ``index`` was the last one of."""
@@ -233,17 +240,24 @@ class Pusher:
             finished: list[Callable[[], None]] = []
             for tree in trees_of[digest]:
                 waiting[id(tree)].discard(digest)
-                if not waiting[id(tree)]:
-                    finished.append(partial(self._finish, tree))
+                if not waiting[id(tree)] and self._failed(tree) is None:
+                    finished.append(partial(finish, tree))
             return finished
 
-        blobs = [partial(self._push_blob, d, sizes[d], repositories[d], task) for d in order]
+        blobs = [
+            partial(self._blob_job, d, sizes[d], repositories[d], task, trees_of[d]) for d in order
+        ]
         run_unlocking([*ready, *blobs], self._concurrency, unlocked)
         self._progress.finish(task)
-        tagged = [tree for tree in todo if tree.reference != tree.top.digest]
+        tagged = [
+            tree
+            for tree in todo
+            if tree.reference != tree.top.digest and self._failed(tree) is None
+        ]
+        tag = self._tag if not self._keep_going else self._tag_or_record
         beside = Ahead("beside-tags", beside_tags) if beside_tags is not None else None
         try:
-            run_parallel([partial(self._tag, tree) for tree in tagged], self._concurrency)
+            run_parallel([partial(tag, tree) for tree in tagged], self._concurrency)
         except Exception:
             if beside is not None:  # its own error, if any, is dropped behind this one
                 beside.wait()  # not left pushing while the import reports its failure
@@ -251,6 +265,40 @@ class Pusher:
         if beside is not None:
             beside.result()
         return self.stats
+
+    def _failed(self, tree: ImageTree) -> Failure | None:
+        return self.failures.get(str(tree.mapping.target))
+
+    def _record(self, trees: list[ImageTree], error: AirgapError) -> None:
+        """Each of ``trees`` failed with ``error`` (the first error of an image is kept)."""
+        for tree in trees:
+            target = str(tree.mapping.target)
+            failure = Failure.of(str(tree.mapping.source), target, error)
+            self.failures.setdefault(target, failure)
+
+    def _blob_job(
+        self, digest: str, size: int, repositories: list[str], task: Task, trees: list[ImageTree]
+    ) -> None:
+        """``_push_blob``; with keep-going, a repository it cannot be put in fails the
+        images of that repository that need it (recorded before the job returns:
+        ``unlocked`` then skips them)."""
+
+        def failed(repository: str, error: AirgapError) -> None:
+            self._record([t for t in trees if t.mapping.target.repository == repository], error)
+
+        self._push_blob(digest, size, repositories, task, failed if self._keep_going else None)
+
+    def _finish_or_record(self, tree: ImageTree) -> None:
+        try:
+            self._finish(tree)
+        except AirgapError as exc:
+            self._record([tree], exc)
+
+    def _tag_or_record(self, tree: ImageTree) -> None:
+        try:
+            self._tag(tree)
+        except AirgapError as exc:
+            self._record([tree], exc)
 
     def _finish(self, tree: ImageTree) -> None:
         """An image whose blobs are all in: its manifests by digest, then their
@@ -324,33 +372,54 @@ class Pusher:
                 for blob in tree.blobs:
                     self._index.learn(blob.digest, tree.mapping.target.repository)
 
-    def _push_blob(self, digest: str, size: int, repositories: list[str], task: Task) -> None:
+    def _push_blob(
+        self,
+        digest: str,
+        size: int,
+        repositories: list[str],
+        task: Task,
+        failed: Callable[[str, AirgapError], None] | None = None,
+    ) -> None:
+        """The blob into each of ``repositories``; with ``failed`` (--keep-going), a
+        repository it cannot be put in is handed there and the others still get it."""
         holder: str | None = None
-        member = blob_member(digest)
-        body = _Metered(self._bundle, member, self._progress, task)
-        what = f"blob {digest}"
+        body = _Metered(self._bundle, blob_member(digest), self._progress, task)
         for repository in repositories:
-            placed = self._place(repository, digest, holder, what)
-            if placed == _SKIPPED:
-                self.stats.add(blobs_skipped=1)
-            elif placed == _MOUNTED:
-                self.stats.add(blobs_mounted=1)
-            elif member not in self._bundle.members:
-                assert isinstance(placed, UploadSession)
-                self._registry.cancel_upload(placed)
-                raise AirgapError(
-                    f"{what}: the bundle relies on the target for it (a delta), and "
-                    f"registry {self._registry.display_name} neither holds it in "
-                    f"{repository} nor mounts it there"
-                )
-            else:
-                assert isinstance(placed, UploadSession)
-                self._upload(repository, digest, size, body, placed, what)
-                self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
+            try:
+                self._push_blob_into(repository, digest, size, holder, body)
+            except DigestMismatchError:
+                raise  # a bundle member that does not hash: the bundle is not to be trusted
+            except AirgapError as exc:
+                if failed is None:
+                    raise
+                failed(repository, exc)
+                continue
             holder = holder or repository
             if self._index is not None:
                 self._index.learn(digest, repository)
-        self._progress.advance(task, size - body.reported)  # skipped, mounted: all at once
+
+    def _push_blob_into(
+        self, repository: str, digest: str, size: int, holder: str | None, body: _Metered
+    ) -> None:
+        member = blob_member(digest)
+        what = f"blob {digest}"
+        placed = self._place(repository, digest, holder, what)
+        if placed == _SKIPPED:
+            self.stats.add(blobs_skipped=1)
+        elif placed == _MOUNTED:
+            self.stats.add(blobs_mounted=1)
+        elif member not in self._bundle.members:
+            assert isinstance(placed, UploadSession)
+            self._registry.cancel_upload(placed)
+            raise AirgapError(
+                f"{what}: the bundle relies on the target for it (a delta), and "
+                f"registry {self._registry.display_name} neither holds it in "
+                f"{repository} nor mounts it there"
+            )
+        else:
+            assert isinstance(placed, UploadSession)
+            self._upload(repository, digest, size, body, placed, what)
+            self.stats.add(blobs_uploaded=1, bytes_uploaded=size)
 
     def _upload(
         self,

@@ -322,6 +322,7 @@ class Registry:
         listing: str,
         headers: dict[str, str] | None = None,
         no_route_ok: bool = False,
+        scope: str | None = None,
     ) -> Iterator[httpx.Response]:
         """The answers of a paged listing (``Link: rel="next"``), at most
         ``MAX_REFERRER_PAGES`` of them. A missing first page (404) ends it empty; with
@@ -332,7 +333,7 @@ class Registry:
                 response = self._send(
                     "GET",
                     url,
-                    (repository_scope(repository, "pull"),),
+                    (scope or repository_scope(repository, "pull"),),
                     what=what,
                     headers=headers,
                     missing_ok=page == 0,
@@ -404,6 +405,33 @@ class Registry:
         ):
             found += _tags(response, f"{what}: registry {self.display_name}")
         return found
+
+    def list_repositories(self, *, what: str) -> list[str]:
+        """``GET /v2/_catalog``, every page (``Link: rel="next"``), at most
+        ``MAX_REFERRER_PAGES`` pages of 1,000 (``airgap prune`` lists its prefix)."""
+        found: list[str] = []
+        for response in self._pages(
+            "_catalog?n=1000", "", what=what, listing="the catalog", scope=CATALOG_SCOPE
+        ):
+            found += _repositories(response, f"{what}: registry {self.display_name}")
+        return found
+
+    def delete_manifest(self, repository: str, reference: str, *, what: str) -> bool:
+        """``DELETE /v2/NAME/manifests/REFERENCE`` (a digest, or a tag where the registry
+        deletes tags): True once deleted, False when it is not there (404). Never a blob:
+        the registry's garbage collection frees those."""
+        response = self._send(
+            "DELETE",
+            f"{repository}/manifests/{reference}",
+            (repository_scope(repository, "delete"),),
+            what=what,
+            ok=(200, 202, 204),
+            missing_ok=True,
+        )
+        if response is None:
+            return False
+        response.close()
+        return True
 
     def has_tag(self, repository: str, tag: str, *, what: str) -> bool:
         """Whether the tag listing names ``tag``: a registry lists a tag whose manifest
@@ -789,6 +817,9 @@ class _NoRoute(Exception):
     """A listing's first page refused as a route the registry does not know."""
 
 
+CATALOG_SCOPE = "registry:catalog:*"
+
+
 def _tags(response: httpx.Response, who: str) -> list[str]:
     """The ``tags`` of a tags/list answer; anything else is the registry's error."""
     try:  # bounded in depth as every answer is: a nested list is no tag list
@@ -801,6 +832,20 @@ def _tags(response: httpx.Response, who: str) -> list[str]:
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise AirgapError(f"{who} answered tags/list with something else than a tag list")
     return tags
+
+
+def _repositories(response: httpx.Response, who: str) -> list[str]:
+    """The ``repositories`` of a _catalog answer; anything else is the registry's error."""
+    try:
+        document = jsonsafe.loads(response.content, "_catalog", max_bytes=MAX_API_JSON_BYTES)
+    except JSONShapeError:
+        document = None
+    names = document.get("repositories") if isinstance(document, dict) else None
+    if names is None and isinstance(document, dict):
+        return []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise AirgapError(f"{who} answered _catalog with something else than a repository list")
+    return names
 
 
 def _next_link(header: str) -> str | None:

@@ -5,12 +5,19 @@ becomes ``registry.local:5000/capi/cluster-api/controller:v1.9.4``: the source h
 dropped, the path kept, the prefix added. ``keep_registry`` keeps the source host as the
 first path element so two registries with the same paths cannot collide; without it a
 collision is an error, never a silent overwrite.
+
+A registry that refuses deep paths (Quay-style ``org/repo`` only) gets its repositories
+flattened (``--max-path-depth N``, ``Target.max_depth``): at most N path components below
+the host, the last ones joined by ``-`` (``capi/k8s/cluster-api-controller`` with N = 2
+becomes ``capi/k8s-cluster-api-controller``). Every repository import writes or names is
+made by ``Target.repository``, so the images, the rewritten references and the artifacts
+import pushes beside them all follow one rule.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airgap.errors import InputError
 from airgap.names import shown
@@ -26,6 +33,21 @@ class Target:
 
     host: str
     prefix: str
+    max_depth: int | None = None  # --max-path-depth: path components below the host
+
+    def repository(self, *parts: str) -> str:
+        """``PREFIX/PARTS…`` as a repository of this target (flattened to ``max_depth``)."""
+        return flatten_path([*self.prefix.split("/"), *"/".join(parts).split("/")], self.max_depth)
+
+    def check_depth(self) -> None:
+        """Refuse a ``max_depth`` that leaves no room below the prefix."""
+        used = len(self.prefix.split("/")) if self.prefix else 0
+        if self.max_depth is not None and self.max_depth <= used:
+            raise InputError(
+                f"--max-path-depth {self.max_depth}: the prefix of --registry {self} "
+                f"already has {used} path component{'s' if used != 1 else ''}, leaving no "
+                "room for a repository"
+            )
 
     @classmethod
     def parse(cls, text: str) -> Target:
@@ -60,6 +82,16 @@ class Target:
         return f"{self.host}/{self.prefix}" if self.prefix else self.host
 
 
+def flatten_path(parts: list[str], depth: int | None) -> str:
+    """``parts`` as a repository path of at most ``depth`` components: the first
+    ``depth - 1`` kept, the rest joined by ``-`` (deterministic, and readable: a
+    repository's own name stays in it)."""
+    parts = [part for part in parts if part]
+    if depth is None or len(parts) <= depth:
+        return "/".join(parts)
+    return "/".join([*parts[: depth - 1], "-".join(parts[depth - 1 :])])
+
+
 def split_scheme(registry: str) -> tuple[str, str]:
     """``--registry`` as ``(scheme, HOST[:PORT][/PREFIX])``: ``https`` or ``http`` when it
     is written as a URL, else ``""``."""
@@ -76,11 +108,14 @@ def host_path_element(host: str) -> str:
 
 
 def target_repository(source: Reference, target: Target, keep_registry: bool) -> str:
-    parts = [target.prefix] if target.prefix else []
-    if keep_registry:
-        parts.append(host_path_element(source.registry))
-    parts.append(source.repository)
-    return "/".join(parts)
+    parts = [host_path_element(source.registry)] if keep_registry else []
+    return target.repository(*parts, source.repository)
+
+
+def unflattened_repository(source: Reference, target: Target, keep_registry: bool) -> str:
+    """Where ``source`` would go without ``--max-path-depth``: what a registry-wide node
+    mirror (``PREFIX/PATH`` for ``SOURCE/PATH``) resolves it to."""
+    return target_repository(source, replace(target, max_depth=None), keep_registry)
 
 
 @dataclass(frozen=True)
@@ -107,9 +142,16 @@ def map_images(
         repository = target_repository(source, target, keep_registry)
         owner = owners.setdefault(repository, source.name)
         if owner != source.name:
+            flattened = repository != unflattened_repository(source, target, keep_registry)
+            hint = (
+                f"flattened to --max-path-depth {target.max_depth}; rename one, or allow "
+                "a greater depth"
+                if flattened
+                else "use --keep-source-registry to keep the source registry in target paths"
+            )
             raise InputError(
-                f"{owner} and {source.name} would both be pushed to {target.host}/{repository}; "
-                "use --keep-source-registry to keep the source registry in target paths"
+                f"{owner} and {source.name} would both be pushed to "
+                f"{target.host}/{repository} ({hint})"
             )
         mappings.append(Mapping(source, source.with_location(target.host, repository)))
     return mappings
