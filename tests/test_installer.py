@@ -23,10 +23,10 @@ from airgap.bundle.format import BundleManifest, FileRecord
 from airgap.bundle.reader import read_head
 from airgap.installer import targets
 from airgap.installer.build import _install_script
-from airgap.installer.member import check_installer
 from airgap.installer.origin import ORIGIN_FILE, origin_line
 from airgap.installer.targets import DEFAULT_MACHINES, DEFAULT_PYTHONS, OptionalDependency, Target
 from airgap.installer.wheels import Wheelhouse, download
+from airgap.verify.installer import check_installer
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import publish_capi, write_spec

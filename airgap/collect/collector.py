@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,6 +23,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from airgap import __version__, http, interrupt, phases
+from airgap.bundle.created import created_timestamp, source_date_epoch
 from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
@@ -56,7 +57,6 @@ from airgap.fsutil import check_replaceable, require_directory_of
 from airgap.installer.member import installer_member
 from airgap.layout import INDEX_FILE
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
-from airgap.names import shown
 from airgap.parallel import Started
 from airgap.progress import QUIET, Progress
 from airgap.providers.contract import ContractMember, contract_problems
@@ -76,9 +76,6 @@ from airgap.signing import load_private_key, sign
 from airgap.space import Need, check_space
 from airgap.textfmt import plural
 
-EPOCH_ENV = "SOURCE_DATE_EPOCH"
-MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second a datetime holds
-
 
 @dataclass(frozen=True)
 class CollectResult:
@@ -88,29 +85,6 @@ class CollectResult:
     manifest: BundleManifest
     seconds: float
     skipped_bytes: int = 0  # a delta: the bytes of what it relies on instead of carrying
-
-
-def source_date_epoch() -> datetime | None:
-    """``SOURCE_DATE_EPOCH`` (reproducible builds), or None when it is unset or empty.
-
-    Read before any fetch: a malformed value is an InputError, as the specification
-    (reproducible-builds.org) asks, since a bundle silently stamped "now" is not the
-    reproducible one its user asked for; and a value past year 9999 once ended a whole
-    collect in a traceback at the end."""
-    text = os.environ.get(EPOCH_ENV, "")
-    if not text:
-        return None
-    if not (text.isascii() and text.isdigit()) or len(text) > 12 or int(text) > MAX_EPOCH:
-        raise InputError(
-            f"{EPOCH_ENV}={shown(text)}: expected a Unix time in whole seconds, "
-            f"0 to {MAX_EPOCH} (9999-12-31T23:59:59Z)"
-        )
-    return datetime.fromtimestamp(int(text), tz=UTC)
-
-
-def created_timestamp(epoch: datetime | None) -> datetime:
-    """The bundle's creation time: ``epoch`` (``source_date_epoch``), else now."""
-    return epoch if epoch is not None else datetime.now(tz=UTC).replace(microsecond=0)
 
 
 def collect(

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from airgap import __version__, interrupt
-from airgap.collect.collector import created_timestamp, source_date_epoch
+from airgap.bundle.created import created_timestamp, source_date_epoch
 from airgap.fsutil import atomic_writer, check_replaceable, require_directory_of
 from airgap.installer import targets
 from airgap.installer.targets import NEWEST_GLIBC_MINOR, Target

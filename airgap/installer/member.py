@@ -10,7 +10,6 @@ from pathlib import Path
 from airgap.bundle.format import INSTALLER_DIR, BundleManifest, FileRecord
 from airgap.errors import InputError
 from airgap.names import shown, version_problem
-from airgap.verify.findings import Failure
 
 _NAME_RE = re.compile(r"airgap-installer-(.+)\.tar")
 MAX_INSTALLER_MEMBERS = 10_000  # an installer holds a few dozen wheels
@@ -62,19 +61,3 @@ def installer_records(manifest: BundleManifest) -> list[FileRecord]:
     return [
         f for f in manifest.files if not f.blob_named and f.path.startswith(f"{INSTALLER_DIR}/")
     ]
-
-
-def check_installer(manifest: BundleManifest) -> list[Failure]:
-    """At most one installer, named as collect names it."""
-    failures: list[Failure] = []
-    listed = [record.path for record in installer_records(manifest)]
-    for path in listed:
-        name = path.removeprefix(f"{INSTALLER_DIR}/")
-        problem = installer_name_problem(name)
-        if problem:
-            failures.append(Failure("installer", path, problem))
-    if len(listed) > 1:
-        failures.append(
-            Failure("installer", INSTALLER_DIR, f"holds {len(listed)} installers, not one")
-        )
-    return failures

@@ -36,7 +36,6 @@ from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.parts import parts_list_path, parts_signature_path
 from airgap.bundle.source import BundleSource, open_source
 from airgap.errors import BundleError, SignatureError
-from airgap.installer.member import check_installer
 from airgap.jsonsafe import STREAM_CHUNK
 from airgap.progress import QUIET, Progress
 from airgap.signing import fingerprint
@@ -46,6 +45,7 @@ from airgap.verify.content import check_layout, check_providers
 from airgap.verify.contents import check_contents
 from airgap.verify.delta import check_delta
 from airgap.verify.findings import Failure
+from airgap.verify.installer import check_installer
 from airgap.verify.names import check_names
 from airgap.verify.scan import Member, ScanResult, scan
 
