@@ -25,7 +25,9 @@ Bounds (``airgap.limits``), each failing with one line naming the file, line and
   otherwise take ~2 GB and a minute;
 - integers and floats longer than ``MAX_NUMBER_CHARS`` characters (a sexagesimal
   ``1:1:1:…`` of megabytes makes PyYAML multiply ever larger integers, and ``int()``
-  refuses more than 4300 digits with a ValueError).
+  refuses more than 4300 digits with a ValueError);
+- a tag outside YAML's core schema on any node, built or skipped
+  (``airgap.yamlsafe.foreign_tag``): ``SOURCE:LINE: YAML tag ... is outside ...``.
 
 Without libyaml the pure-Python loader runs with the same bounds and gives the same
 documents (a test checks both on realistic components). A flow collection nested a
@@ -62,7 +64,14 @@ from airgap.limits import (
     MAX_COMPONENTS_DEPTH,
 )
 from airgap.names import shown
-from airgap.yamlsafe import BoundedConstructor, nested_deeper_than, one_line
+from airgap.yamlsafe import (
+    BoundedConstructor,
+    ForeignTagError,
+    foreign_tag,
+    foreign_tag_message,
+    nested_deeper_than,
+    one_line,
+)
 from airgap.yamlskim import skim
 
 try:  # libyaml's scanner and parser; absent when PyYAML was built without it
@@ -157,6 +166,8 @@ class _BoundedComposer(Composer):
         ``kinds`` is seen; then the rest is skipped (an explicit key always wins over
         merged ones, so only another ``kind`` key could change it: that restarts)."""
         event: Any = self.get_event()
+        if foreign_tag(event.tag):
+            raise ForeignTagError(event.tag, event.start_mark)
         self._depth += 1
         self._total += 1
         self.descend_resolver(None, None)
@@ -212,10 +223,14 @@ class _BoundedComposer(Composer):
                 kind = _SKIP_KIND.get(event.__class__) or _skip_kind(event)
                 if kind == _SCALAR:
                     total += 1
+                    if event.tag is not None and foreign_tag(event.tag):
+                        raise ForeignTagError(event.tag, event.start_mark)
                     if event.anchor is not None:
                         self._new_anchor(event)
                         self._weights[event.anchor] = 1
                 elif kind == _START:
+                    if event.tag is not None and foreign_tag(event.tag):
+                        raise ForeignTagError(event.tag, event.start_mark)
                     if event.anchor is not None:
                         self._new_anchor(event)
                         self._open.add(event.anchor)
@@ -250,6 +265,8 @@ class _BoundedComposer(Composer):
         anchor = event.anchor
         if isinstance(event, AliasEvent):
             return self._alias(event)
+        if foreign_tag(event.tag):
+            raise ForeignTagError(event.tag, event.start_mark)
         if anchor is not None and anchor in self.anchors:
             raise ComposerError(
                 f"found duplicate anchor {shown(anchor)}; first occurrence",
@@ -365,6 +382,8 @@ def iter_documents(
             for document in _documents(loader, kinds, done):
                 if document is not _SKIPPED:
                     yield document
+    except ForeignTagError as exc:
+        raise InputError(foreign_tag_message(source, exc)) from None
     except yaml.YAMLError as exc:
         problem = _problem(exc)
         bound = _BoundedComposer.max_depth
