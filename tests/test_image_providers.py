@@ -23,10 +23,11 @@ from airgap.errors import AirgapError, InputError, SpecError
 from airgap.mirror.manifestimage import Published, component_list
 from airgap.providers.imagefs import ImageFiles, LayerError
 from airgap.providers.imagesource import (
+    clusterctl_profile,
     contract_from_manifests,
-    joined_manifests,
     parse_profile_metadata,
     select_profiles,
+    substitute_self,
     wanted,
 )
 from airgap.providers.types import ProviderType
@@ -237,10 +238,27 @@ def test_profiles_default_first_and_self_image_substituted() -> None:
     assert [p.name for p in select_profiles(apply(layers), ("aws",), "img")] == ["aws"]
     with pytest.raises(AirgapError, match="no profile 'old'.*it has default, aws"):
         select_profiles(apply(layers), ("old",), "img")
-    joined = joined_manifests(profiles, "quay.example/p@sha256:" + "2" * 64)
-    assert SELF_IMAGE_REF not in joined
-    assert joined.count("quay.example/p@sha256:") == 1
-    assert joined.endswith(expected.aws_manifests.decode())
+    default = profiles[0]
+    assert default.metadata_text == expected.metadata.decode()
+    text = substitute_self(
+        default.manifests, default.metadata.self_image_ref, "quay.example/p@sha256:" + "2" * 64
+    )
+    assert SELF_IMAGE_REF not in text
+    assert text.count("quay.example/p@sha256:") == 1
+
+
+def test_the_clusterctl_profile_is_one_profile() -> None:
+    layers, _ = standard_layers(SIDECAR)
+    profiles = select_profiles(apply(layers), None, "img")
+    assert clusterctl_profile(profiles, None, "img").name == "default"
+    assert clusterctl_profile(profiles, "aws", "img").name == "aws"
+    assert clusterctl_profile(profiles[1:], None, "img").name == "aws"  # the only one
+    with pytest.raises(InputError, match="clusterctlProfile 'gpu' is not among .*default, aws"):
+        clusterctl_profile(profiles, "gpu", "img")
+    other = select_profiles(apply(layers), None, "img")[1]
+    renamed = type(other)("gpu", other.metadata, other.manifests, other.metadata_text)
+    with pytest.raises(InputError, match="'aws' and 'gpu' but no 'default'"):
+        clusterctl_profile([profiles[1], renamed], None, "img")
 
 
 def test_spec_reads_image_providers(tmp_path: Path) -> None:
@@ -279,6 +297,20 @@ def test_spec_reads_image_providers(tmp_path: Path) -> None:
         ("- image: q.io/x:v1\n  version: latest\n", "providers[0].version: invalid version"),
         ("- image: q.io/x:v1\n  contract: beta\n", "providers[0].contract: invalid contract"),
         ("- image: q.io/x:v1\n  type: cloud\n", "providers[0].type: unknown provider type"),
+        (
+            "- image: q.io/x:v1\n  clusterctlProfile: [default, techpreview]\n",
+            "spec.yaml:3: providers[0].clusterctlProfile: one profile, not a list "
+            "('default', 'techpreview')",
+        ),
+        (
+            "- image: q.io/x:v1\n  profiles: [default]\n  clusterctlProfile: techpreview\n",
+            "spec.yaml:4: providers[0].clusterctlProfile: profile 'techpreview' is not among",
+        ),
+        (
+            "- image: q.io/x:v1\n  profiles: [aws, techpreview]\n",
+            "spec.yaml:3: providers[0].profiles: 'aws' and 'techpreview' but no 'default'",
+        ),
+        ("- image: q.io/x:v1\n  clusterctlProfile: a/b\n", "invalid profile 'a/b'"),
     ],
 )
 def test_spec_errors_name_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
@@ -328,7 +360,7 @@ def test_collect_reads_the_image_and_carries_it(
     signing_key: SigningKey,
     source_images: dict[str, TestImage],
 ) -> None:
-    image, manifests, _ = provider_image
+    image, manifests, metadata_bytes = provider_image
     _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
     manifest = read_head(bundle).manifest
     (provider,) = manifest.providers
@@ -350,11 +382,27 @@ def test_collect_reads_the_image_and_carries_it(
     assert carried[image.digest_reference].digest == image.digest
     assert source_images["sidecar"].digest_reference in carried
     assert provider.images[0] == image.digest_reference
-    # the components are the amd64 default profile (then aws) with selfImageRef replaced
+    # the components are the amd64 default profile alone with selfImageRef replaced;
+    # each profile is carried apart beside them
     members = {m.name: m.data for m in _members(bundle)}
     components = members[provider.components].decode()
     expected = manifests.decode().replace(SELF_IMAGE_REF, image.digest_reference)
-    assert components.startswith(expected)
+    assert components == expected
+    assert provider.image.clusterctl_profile == "default"
+    base = "providers/infrastructure-test/v2.8.1/profiles"
+    assert provider.image.profile_files == [
+        f"{base}/default/metadata.yaml",
+        f"{base}/default/manifests.yaml",
+        f"{base}/aws/metadata.yaml",
+        f"{base}/aws/manifests.yaml",
+    ]
+    assert members[f"{base}/default/manifests.yaml"].decode() == expected
+    assert (
+        members[f"{base}/aws/manifests.yaml"]
+        == b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: aws-only}\n"
+    )
+    assert members[f"{base}/default/metadata.yaml"] == metadata_bytes
+    assert b"installOrder: 21" in members[f"{base}/aws/metadata.yaml"]
     assert "kind: Arm" not in components and "stale" not in components
     metadata = yaml.safe_load(members[provider.metadata])
     assert metadata["releaseSeries"] == [{"major": 2, "minor": 8, "contract": "v1beta2"}]
@@ -408,11 +456,14 @@ def _members(bundle: Path) -> list[TarMember]:
 
 
 def test_manifests_image_is_reproducible_and_well_formed() -> None:
-    from airgap.mirror.manifestimage import build_image
+    from airgap.mirror.manifestimage import ImageProfile, build_image
 
-    first = build_image("kind: A\n", b"name: x\n")
-    assert build_image("kind: A\n", b"name: x\n") == first
-    assert build_image("kind: B\n", b"name: x\n").manifest.digest != first.manifest.digest
+    def one(text: str) -> list[ImageProfile]:
+        return [ImageProfile("default", text, b"name: x\n", 30)]
+
+    first = build_image(one("kind: A\n"))
+    assert build_image(one("kind: A\n")) == first
+    assert build_image(one("kind: B\n")).manifest.digest != first.manifest.digest
     import gzip as gz
     import io
     import tarfile
@@ -486,7 +537,8 @@ def test_import_writes_manifests_images_umoci_unpacks(
     registry_factory: RegistryFactory,
 ) -> None:
     image, _, _ = provider_image
-    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    spec = f"providers:\n- image: {image.digest_reference}\n  profiles: [default]\n"
+    _, bundle = collect(tmp_path, spec, signing_key)
     target = registry_factory()
     listed = import_bundle(bundle, signing_key, target, tmp_path / "out")
     text = (tmp_path / "out/openshift/capi-components.yaml").read_text()

@@ -189,7 +189,7 @@ def discover(kind: ContentKind, files: Iterable[Path], who: str) -> tuple[list[s
                 found, problems = lenient_images(text, origin)
                 unresolved.extend(problems)
             else:
-                found = parse_components(text, origin).images
+                found = parse_components(text, origin, unique=True).images
             images.update(dict.fromkeys(found))
     return list(images), unresolved
 
