@@ -616,3 +616,180 @@ def test_the_component_list_says_why_a_reference_would_be_refused() -> None:
         component_list([Published(record, "r", "v1.0.0", f"[::1]:5000/x@{digest}", 1)])
     )
     assert listed["components"][0]["image"]["ref"] == f"[::1]:5000/x@{digest}"  # quoted
+
+
+# --- two profiles: carried apart, never concatenated (issue 41) ----------------------
+
+
+def acme_manifests(*args: str) -> bytes:
+    """A profile's manifests: the Namespace, a CRD labelled with its contract and the
+    Deployment ``acme-system/acme-controller-manager`` running the provider image."""
+    listed = ", ".join(f'"{arg}"' for arg in ("--leader-elect", *args))
+    return f"""apiVersion: v1
+kind: Namespace
+metadata:
+  name: acme-system
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: acmeclusters.infrastructure.cluster.x-k8s.io
+  labels:
+    cluster.x-k8s.io/v1beta2: v1beta2
+spec:
+  group: infrastructure.cluster.x-k8s.io
+  names: {{kind: AcmeCluster, plural: acmeclusters}}
+  scope: Namespaced
+  versions: [{{name: v1beta2, served: true, storage: true}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: acme-controller-manager
+  namespace: acme-system
+spec:
+  selector: {{matchLabels: {{app: acme}}}}
+  template:
+    metadata: {{labels: {{app: acme}}}}
+    spec:
+      containers:
+      - name: manager
+        image: {SELF_IMAGE_REF}
+        args: [{listed}]
+""".encode()
+
+
+TECH_PREVIEW = "--feature-gates=TechPreview=true"
+
+
+@pytest.fixture(scope="module")
+def two_profile_image(
+    tmp_path_factory: pytest.TempPathFactory, plain_registry: RegistryServer
+) -> TestImage:
+    """Three layers: ``default`` and a stale ``techpreview``; the real ``techpreview``
+    (the same Namespace and Deployment, with the tech-preview feature gate) over it;
+    hostile entries last. Pushed with skopeo into the real registry."""
+    layout = OciLayout(tmp_path_factory.mktemp("two-profiles") / "layout")
+    preview_metadata = metadata_yaml(
+        "cluster-api-provider-acme", extra="  featureSet: TechPreviewNoUpgrade\n"
+    )
+    layers = [
+        [
+            Entry(ROOT, kind="dir"),
+            Entry(f"{ROOT}/default/manifests.yaml", acme_manifests()),
+            Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml("cluster-api-provider-acme")),
+            Entry(f"{ROOT}/techpreview/manifests.yaml", b"kind: Stale\n"),
+        ],
+        [
+            Entry(f"{ROOT}/techpreview/manifests.yaml", acme_manifests(TECH_PREVIEW)),
+            Entry(f"{ROOT}/techpreview/metadata.yaml", preview_metadata),
+        ],
+        [
+            Entry(f"{ROOT}/../../etc/evil", b"evil"),
+            Entry(f"{ROOT}/techpreview/link.yaml", kind="symlink", target="/etc/passwd"),
+        ],
+    ]
+    layout.tag("acme", add_image(layout, layers))
+    return push_image(layout, "acme", plain_registry, "openshift/acme", "v2.8.1")
+
+
+def _objects(text: str) -> list[tuple[str, str]]:
+    return [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(text) if d is not None]
+
+
+def test_two_profiles_are_carried_apart_and_listed_as_two_components(
+    tmp_path: Path,
+    two_profile_image: TestImage,
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
+    """No ``profiles:`` key: both profiles are carried, each apart; the components
+    (operator, clusterctl) are ``default`` alone; the OpenShift list has both."""
+    image = two_profile_image
+    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    assert provider.image is not None
+    assert provider.image.profiles == ["default", "techpreview"]
+    assert provider.image.clusterctl_profile == "default"
+    members = {m.name: m.data.decode() for m in _members(bundle) if m.name.startswith("prov")}
+    components = members[provider.components]
+    assert _objects(components) == [
+        ("Namespace", "acme-system"),
+        ("CustomResourceDefinition", "acmeclusters.infrastructure.cluster.x-k8s.io"),
+        ("Deployment", "acme-controller-manager"),
+    ]
+    assert "TechPreview" not in components
+    preview = members["providers/infrastructure-acme/v2.8.1/profiles/techpreview/manifests.yaml"]
+    assert TECH_PREVIEW in preview and _objects(preview) == _objects(components)
+    assert SELF_IMAGE_REF not in preview and image.digest_reference in preview
+    verify = run_airgap("verify", bundle, "--key", signing_key.public)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    # import: one manifests image holding both profiles, two components
+    target = registry_factory()
+    out = tmp_path / "out"
+    listed = import_bundle(bundle, signing_key, target, out)
+    refs = {c["image"]["ref"] for c in listed["components"]}
+    assert [c["image"]["profile"] for c in listed["components"]] == ["default", "techpreview"]
+    assert len(refs) == 1
+    rootfs = umoci_unpack(refs.pop(), target, tmp_path / "umoci")
+    assert sorted(p.name for p in (rootfs / ROOT).iterdir()) == ["default", "techpreview"]
+    unpacked = (rootfs / ROOT / "techpreview" / "manifests.yaml").read_text()
+    assert TECH_PREVIEW in unpacked and f"{target.host}/mirror/" in unpacked
+    metadata = yaml.safe_load((rootfs / ROOT / "techpreview" / "metadata.yaml").read_text())
+    assert metadata["attributes"]["featureSet"] == "TechPreviewNoUpgrade"
+    default = (rootfs / ROOT / "default" / "manifests.yaml").read_text()
+    assert "TechPreview" not in default
+    # nothing the operator or clusterctl installs holds the tech-preview profile
+    for path in out.rglob("*"):
+        if path.is_file() and "openshift" not in path.parts:
+            assert "TechPreview=true" not in path.read_text(errors="replace"), path
+
+
+def test_the_spec_names_the_clusterctl_profile(
+    tmp_path: Path, two_profile_image: TestImage, signing_key: SigningKey
+) -> None:
+    image = two_profile_image
+    spec = f"providers:\n- image: {image.digest_reference}\n  clusterctlProfile: techpreview\n"
+    _, bundle = collect(tmp_path, spec, signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    assert provider.image is not None and provider.image.clusterctl_profile == "techpreview"
+    components = {m.name: m.data for m in _members(bundle)}[provider.components].decode()
+    assert TECH_PREVIEW in components
+    assert [k for k, _ in _objects(components)].count("Deployment") == 1
+    # two profiles for one components file: a spec error naming both, at its line
+    spec = (
+        f"providers:\n- image: {image.digest_reference}\n"
+        "  clusterctlProfile: [default, techpreview]\n"
+    )
+    (tmp_path / "two").mkdir()
+    result, output = collect(tmp_path / "two", spec, signing_key, expect_ok=False)
+    assert result.returncode == 2 and not output.exists()
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert "spec.yaml:3: providers[0].clusterctlProfile" in line
+    assert "'default', 'techpreview'" in line
+
+
+def test_a_profile_defining_an_object_twice_is_refused_at_collect(
+    tmp_path: Path, plain_registry: RegistryServer, signing_key: SigningKey
+) -> None:
+    layout = OciLayout(tmp_path / "layout")
+    twice = acme_manifests() + b"---\n" + acme_manifests(TECH_PREVIEW).split(b"---\n")[2]
+    layers = [
+        [
+            Entry(f"{ROOT}/default/manifests.yaml", twice),
+            Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml("cluster-api-provider-acme")),
+        ]
+    ]
+    layout.tag("twice", add_image(layout, layers))
+    image = push_image(layout, "twice", plain_registry, "openshift/acme-twice", "v2.8.1")
+    spec = f"providers:\n- image: {image.digest_reference}\n"
+    result, output = collect(tmp_path, spec, signing_key, expect_ok=False)
+    assert result.returncode == 2 and not output.exists()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert f"/{ROOT}/default/manifests.yaml of {tmp_path / 'spec.yaml'}:2: providers[0]" in lines[0]
+    assert (
+        ":33: 'Deployment acme-system/acme-controller-manager' (apps API group) is defined "
+        "twice, at lines 18 and 33"
+    ) in lines[0]
