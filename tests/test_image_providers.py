@@ -793,3 +793,46 @@ def test_a_profile_defining_an_object_twice_is_refused_at_collect(
         ":33: 'Deployment acme-system/acme-controller-manager' (apps API group) is defined "
         "twice, at lines 18 and 33"
     ) in lines[0]
+
+
+def test_verify_checks_the_profile_files_where_collect_writes_them() -> None:
+    """What a signer put in the manifest is checked against what collect writes: each
+    profile's two files, in order, present, its metadata parsing."""
+    from dataclasses import replace
+
+    from airgap.bundle.format import ProviderImageRecord
+    from airgap.verify.content import _check_profile_files
+
+    base = "providers/infrastructure-acme/v2.8.1/profiles"
+    paths = [
+        f"{base}/{p}/{f}" for p in ("default", "tp") for f in ("metadata.yaml", "manifests.yaml")
+    ]
+    files = {path: b"kind: X\n" for path in paths}
+    files[paths[0]] = files[paths[2]] = metadata_yaml("cluster-api-provider-acme")
+    image = ProviderImageRecord("q.io/a@sha256:" + "a" * 64, ["default", "tp"], "a", 20, None,
+                                None, None, None, "default", paths)  # fmt: skip
+    record = ProviderRecord(
+        "acme", "InfrastructureProvider", "v2.8.1", "v1beta2", "infrastructure-acme", "s",
+        "m", "c", image=image,
+    )  # fmt: skip
+    sizes = {path: len(data) for path, data in files.items()}
+
+    def problems(record: ProviderRecord, present: dict[str, int] = sizes) -> list[str]:
+        found = _check_profile_files(record, files.__getitem__, present)
+        return [failure.message for failure in found]
+
+    assert problems(record) == []
+    assert problems(replace(record, image=replace(image, profile_files=paths[:2])))
+    moved = [p.replace("/tp/", "/../tp/") for p in paths]
+    assert problems(replace(record, image=replace(image, profile_files=moved)))
+    assert (
+        "is not carried"
+        in problems(replace(record, image=replace(image, clusterctl_profile="gpu")))[0]
+    )
+    missing = {p: s for p, s in sizes.items() if p != paths[3]}
+    assert problems(record, missing) == [f"{paths[3]} is not in the bundle"]
+    files[paths[2]] = b"name: [\n"
+    assert "metadata does not parse" in problems(record)[0]
+    # a bundle written before profiles were carried apart: nothing to check
+    old = replace(image, clusterctl_profile=None, profile_files=[])
+    assert problems(replace(record, image=old), {}) == []
