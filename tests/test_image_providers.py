@@ -836,3 +836,55 @@ def test_verify_checks_the_profile_files_where_collect_writes_them() -> None:
     # a bundle written before profiles were carried apart: nothing to check
     old = replace(image, clusterctl_profile=None, profile_files=[])
     assert problems(replace(record, image=old), {}) == []
+
+
+def test_a_bundle_written_before_profiles_were_carried_apart_verifies_and_imports(
+    tmp_path: Path,
+    two_profile_image: TestImage,
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
+    """The bundle an earlier airgap wrote for the two-profile image: no profile
+    members, no ``clusterctlProfile``/``profileFiles``, both profiles concatenated in
+    the components. It verifies and imports as it did (one ``default`` component);
+    the same bundle missing a profile file it lists fails verify naming it."""
+    from dataclasses import replace
+
+    from airgap.bundle.format import BundleManifest
+    from tests.harness.tamper import resign
+
+    image = two_profile_image
+    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    assert provider.image is not None
+    members = {m.name: m.data for m in _members(bundle)}
+    old_components = b"---\n".join(members[p] for p in provider.image.profile_files[1::2])
+
+    def as_before(manifest: BundleManifest) -> BundleManifest:
+        (record,) = manifest.providers
+        assert record.image is not None
+        old = replace(record.image, clusterctl_profile=None, profile_files=[])
+        return replace(manifest, providers=[replace(record, image=old)])
+
+    old_bundle = resign(
+        bundle,
+        tmp_path / "old.tar",
+        signing_key.private,
+        drop=provider.image.profile_files,
+        replace={provider.components: old_components},
+        edit=as_before,
+    )
+    head = read_head(old_bundle).manifest
+    assert head.providers[0].image is not None
+    assert head.providers[0].image.profile_files == []
+    verify = run_airgap("verify", old_bundle, "--key", signing_key.public)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    listed = import_bundle(old_bundle, signing_key, registry_factory(), tmp_path / "out")
+    assert [c["image"]["profile"] for c in listed["components"]] == ["default"]
+    # a new bundle whose image record lists a profile file the bundle does not hold
+    missing = provider.image.profile_files[3]
+    broken = resign(bundle, tmp_path / "broken.tar", signing_key.private, drop=[missing])
+
+    verify = run_airgap("verify", broken, "--key", signing_key.public)
+    assert verify.returncode != 0
+    assert f"{missing} is not in the bundle" in verify.stdout + verify.stderr
