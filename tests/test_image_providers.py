@@ -411,6 +411,8 @@ def test_collect_reads_the_image_and_carries_it(
     inspect = run_airgap("inspect", bundle, "--format", "json")
     assert inspect.returncode == 0, inspect.stderr
     assert image.digest_reference in inspect.stdout
+    assert '"clusterctlProfile": "default"' in inspect.stdout
+    assert f'"{base}/aws/manifests.yaml"' in inspect.stdout
 
 
 def test_collect_reads_the_platform_asked_for(

@@ -173,10 +173,11 @@ class ProviderImageRecord:
     (``/capi-operator-manifests/PROFILE/``, by digest, carried in the bundle), the
     profiles read, and what their metadata.yaml said (the clusterctl profile's).
 
-    Each profile carried apart (``profileFiles``: ``PROFILE_DIR/NAME/metadata.yaml``
-    and ``manifests.yaml`` per profile, in ``profiles`` order) and the one the components
-    file is (``clusterctlProfile``): both absent in a bundle written before profiles
-    were carried apart, whose components file is every profile read, concatenated."""
+    Each profile carried apart (``profileFiles``: ``profiles/NAME/metadata.yaml`` and
+    ``manifests.yaml`` beside the components, per profile, in ``profiles`` order) and
+    the one the components file is (``clusterctlProfile``): both absent in a bundle
+    written before profiles were carried apart, whose components file is every
+    profile read, concatenated."""
 
     reference: str  # registry/repository@sha256:...
     profiles: list[str]

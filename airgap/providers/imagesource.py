@@ -9,6 +9,12 @@ the provider as a clusterctl release would look (``metadata.yaml`` and the compo
 file under ``providers/LABEL/VERSION/``), so verify, import, the operator ConfigMaps and
 the clusterctl repository treat it like any other provider, and carries the image.
 
+A profile is an alternative set of manifests (its metadata.yaml says when it is
+installed), never a part of one whole: the components file is exactly one profile (the
+spec's ``clusterctlProfile``, else ``default``), and every selected profile is also
+written apart (``profiles/NAME/metadata.yaml`` and ``manifests.yaml`` beside it) for the
+OpenShift output, which lists each as its own component.
+
 The image format's metadata.yaml has no ``releaseSeries``, so the contract is, in order:
 the spec entry's ``contract``, the metadata's ``attributes.contract``, or the newest
 Cluster API contract label (``cluster.x-k8s.io/v1beta2: ...``) on the manifests' CRDs
