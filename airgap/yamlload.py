@@ -25,7 +25,9 @@ Bounds (``airgap.limits``), each failing with one line naming the file, line and
   otherwise take ~2 GB and a minute;
 - integers and floats longer than ``MAX_NUMBER_CHARS`` characters (a sexagesimal
   ``1:1:1:…`` of megabytes makes PyYAML multiply ever larger integers, and ``int()``
-  refuses more than 4300 digits with a ValueError).
+  refuses more than 4300 digits with a ValueError);
+- a tag outside YAML's core schema on any node, built or skipped
+  (``airgap.yamlsafe.foreign_tag``): ``SOURCE:LINE: YAML tag ... is outside ...``.
 
 Without libyaml the pure-Python loader runs with the same bounds and gives the same
 documents (a test checks both on realistic components). A flow collection nested a
@@ -35,7 +37,7 @@ thousand levels deep meets libyaml 0.2.6's own limit before the composer sees le
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -62,7 +64,14 @@ from airgap.limits import (
     MAX_COMPONENTS_DEPTH,
 )
 from airgap.names import shown
-from airgap.yamlsafe import BoundedConstructor, nested_deeper_than, one_line
+from airgap.yamlsafe import (
+    BoundedConstructor,
+    ForeignTagError,
+    foreign_tag,
+    foreign_tag_message,
+    nested_deeper_than,
+    one_line,
+)
 from airgap.yamlskim import skim
 
 try:  # libyaml's scanner and parser; absent when PyYAML was built without it
@@ -101,6 +110,18 @@ class _Restart(Exception):
 
 
 _SKIPPED: Any = object()  # compose_document's answer for a document it skipped
+# the keys of a document that say which object it defines (``<<`` may merge them in)
+HEAD_KEYS = frozenset({"apiVersion", "kind", "metadata", "<<"})
+
+
+class _Head:
+    """compose_document's answer for a document it skipped but for its ``keep_keys``:
+    the root mapping holding only those pairs (and those read before the skip began)."""
+
+    def __init__(self, node: MappingNode) -> None:
+        self.node = node
+
+
 _STR = "tag:yaml.org,2002:str"
 
 
@@ -121,6 +142,7 @@ class _BoundedComposer(Composer):
     max_alias_nodes = MAX_COMPONENTS_ALIAS_NODES
     max_built_nodes = MAX_COMPONENTS_BUILT_NODES
     skip_kinds: frozenset[str] | None = None
+    keep_keys: frozenset[str] = frozenset()  # of a skipped root: composed all the same
 
     if TYPE_CHECKING:  # provided by the parser and resolver this is mixed with
 
@@ -140,9 +162,9 @@ class _BoundedComposer(Composer):
         self._weights: dict[str, int] = {}  # completed anchor -> nodes it stands for
         self._open: set[str] = set()  # anchors of collections being skipped
 
-    def compose_document(self) -> Node | None:
+    def compose_document(self) -> Node | _Head | None:  # type: ignore[override]
         self.get_event()  # DOCUMENT-START
-        node: Node | None
+        node: Node | _Head | None
         if self.skip_kinds is not None and self.check_event(MappingStartEvent):
             node = self._compose_root(self.skip_kinds)
         else:
@@ -152,11 +174,13 @@ class _BoundedComposer(Composer):
         self._weights = {}
         return node
 
-    def _compose_root(self, kinds: frozenset[str]) -> Node:
+    def _compose_root(self, kinds: frozenset[str]) -> Node | _Head:
         """The top-level mapping, pair by pair, until an explicit ``kind`` outside
         ``kinds`` is seen; then the rest is skipped (an explicit key always wins over
         merged ones, so only another ``kind`` key could change it: that restarts)."""
         event: Any = self.get_event()
+        if foreign_tag(event.tag):
+            raise ForeignTagError(event.tag, event.start_mark)
         self._depth += 1
         self._total += 1
         self.descend_resolver(None, None)
@@ -169,8 +193,13 @@ class _BoundedComposer(Composer):
         skipping = False
         while not self.check_event(MappingEndEvent):
             if skipping:
-                if self._is_kind_key(self.peek_event()):
+                upcoming = self.peek_event()
+                if self._is_kind_key(upcoming):
                     raise _Restart
+                if isinstance(upcoming, ScalarEvent) and upcoming.value in self.keep_keys:
+                    key = self.compose_node(node, None)
+                    node.value.append((key, self.compose_node(node, key)))
+                    continue
                 self._skip_node()
                 self._skip_node()
                 continue
@@ -183,7 +212,9 @@ class _BoundedComposer(Composer):
         node.end_mark = self.get_event().end_mark
         self.ascend_resolver()
         self._depth -= 1
-        return _SKIPPED if skipping else node
+        if skipping:
+            return _Head(node) if self.keep_keys else _SKIPPED
+        return node
 
     def _is_kind_key(self, event: Any) -> bool:
         if isinstance(event, AliasEvent):
@@ -212,10 +243,14 @@ class _BoundedComposer(Composer):
                 kind = _SKIP_KIND.get(event.__class__) or _skip_kind(event)
                 if kind == _SCALAR:
                     total += 1
+                    if event.tag is not None and foreign_tag(event.tag):
+                        raise ForeignTagError(event.tag, event.start_mark)
                     if event.anchor is not None:
                         self._new_anchor(event)
                         self._weights[event.anchor] = 1
                 elif kind == _START:
+                    if event.tag is not None and foreign_tag(event.tag):
+                        raise ForeignTagError(event.tag, event.start_mark)
                     if event.anchor is not None:
                         self._new_anchor(event)
                         self._open.add(event.anchor)
@@ -250,6 +285,8 @@ class _BoundedComposer(Composer):
         anchor = event.anchor
         if isinstance(event, AliasEvent):
             return self._alias(event)
+        if foreign_tag(event.tag):
+            raise ForeignTagError(event.tag, event.start_mark)
         if anchor is not None and anchor in self.anchors:
             raise ComposerError(
                 f"found duplicate anchor {shown(anchor)}; first occurrence",
@@ -331,7 +368,12 @@ if HAVE_LIBYAML:
 
 
 def iter_documents(
-    text: str, source: str, *, pure: bool = False, kinds: frozenset[str] | None = None
+    text: str,
+    source: str,
+    *,
+    pure: bool = False,
+    kinds: frozenset[str] | None = None,
+    on_document: Callable[[int, Any], None] | None = None,
 ) -> Generator[Any, None, None]:
     """Each document of a YAML stream in turn, ``None`` for empty ones; one document is
     in memory at a time. ``pure`` forces the pure-Python scanner (for tests).
@@ -344,27 +386,36 @@ def iter_documents(
     document whose text shows its kind for certain (``airgap.yamlskim``) and it is not
     one of them never reaches the composer: libyaml's parser alone checks it.
 
+    ``on_document(line, head)`` is called for every document, yielded or not, with the
+    line it starts on and the document (for one skipped: a mapping of its
+    ``HEAD_KEYS`` only, enough to say which object it defines); no document is then set
+    aside by the skim, whose documents the composer never sees.
+
     Raises InputError ``SOURCE:LINE:COLUMN: malformed YAML: …`` (or a bound exceeded).
     """
     loader: Any = None
     done = 0  # documents read (yielded or skipped)
     try:
-        if kinds is not None and not pure and HAVE_LIBYAML:
+        if kinds is not None and not pure and HAVE_LIBYAML and on_document is None:
             text = _skimmed(text, kinds)
         try:
             # the pure Reader checks every character up front: construction may fail too
             loader = (PureLoader if pure else DEFAULT_LOADER)(text)
             loader.skip_kinds = kinds
-            for document in _documents(loader, kinds, 0):
+            if on_document is not None:
+                loader.keep_keys = HEAD_KEYS
+            for document in _documents(loader, kinds, 0, on_document):
                 done += 1
                 if document is not _SKIPPED:
                     yield document
         except _Restart:  # an odd document: read everything again, building all nodes
             loader.dispose()
             loader = (PureLoader if pure else DEFAULT_LOADER)(text)
-            for document in _documents(loader, kinds, done):
+            for document in _documents(loader, kinds, done, on_document):
                 if document is not _SKIPPED:
                     yield document
+    except ForeignTagError as exc:
+        raise InputError(foreign_tag_message(source, exc)) from None
     except yaml.YAMLError as exc:
         problem = _problem(exc)
         bound = _BoundedComposer.max_depth
@@ -402,18 +453,33 @@ def _moved(mark: Any, lines: int) -> Any:
     return yaml.Mark(mark.name, mark.index, mark.line + lines, mark.column, None, 0)
 
 
-def _documents(loader: Any, kinds: frozenset[str] | None, start: int) -> Iterator[Any]:
-    """Documents from number ``start`` on: built, or _SKIPPED."""
+def _documents(
+    loader: Any,
+    kinds: frozenset[str] | None,
+    start: int,
+    on_document: Callable[[int, Any], None] | None = None,
+) -> Iterator[Any]:
+    """Documents from number ``start`` on: built, or _SKIPPED; each (or its head) handed
+    to ``on_document`` with its line first."""
     index = 0
     while loader.check_node():
         node = loader.get_node()
         index += 1
         if index <= start:
             continue
-        if node is _SKIPPED or (kinds is not None and _kind(loader, node) not in kinds):
+        if isinstance(node, _Head):
+            if on_document is not None:
+                on_document(node.node.start_mark.line + 1, loader.construct_document(node.node))
+            yield _SKIPPED
+        elif node is _SKIPPED or (kinds is not None and _kind(loader, node) not in kinds):
+            if on_document is not None and node is not _SKIPPED:
+                on_document(node.start_mark.line + 1, loader.construct_document(node))
             yield _SKIPPED
         else:
-            yield loader.construct_document(node)
+            document = loader.construct_document(node)
+            if on_document is not None:
+                on_document(node.start_mark.line + 1, document)
+            yield document
 
 
 def _kind(loader: SafeConstructor, node: Node | None) -> str | None:

@@ -20,6 +20,15 @@ before conversion (``int()`` refuses more than 4,300 digits with a ValueError, a
 sexagesimal ``1:1:1:…`` makes PyYAML multiply ever larger integers), and a value PyYAML
 cannot build (a date ``2020-13-45``) is a ``ConstructorError`` at its line, like every
 other malformed YAML, never a bare ValueError.
+
+Tags: a node may carry an explicit tag, and only those of YAML's core schema (``!!str``,
+``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!seq``, ``!!map``, and the
+non-specific ``!``) are accepted anywhere airgap reads YAML (``foreign_tag``): a
+language-specific tag (``!!python/object/apply:os.system``) or an application's own
+(``!custom``) is hostile or broken input that Kubernetes' decoder would refuse on the far
+side. The safe loaders would refuse most of them only when building objects, and the
+documents nobody builds (a components file's CRDs) not at all; so the event walk here and
+the composer of ``airgap.yamlload`` check every node's tag as they meet it.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 
 from airgap.errors import InputError
 from airgap.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, describe_size
+from airgap.names import shown
 
 _EventLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
@@ -44,6 +54,40 @@ class YAMLBoundsError(InputError):
     """A YAML document is larger, deeper or expands to more nodes than allowed."""
 
 
+_CORE_PREFIX = "tag:yaml.org,2002:"
+CORE_SCHEMA = ("str", "int", "float", "bool", "null", "seq", "map")
+CORE_TAGS = frozenset({"!", *(_CORE_PREFIX + name for name in CORE_SCHEMA)})
+
+
+def foreign_tag(tag: str | None) -> bool:
+    """Whether an event's or node's explicit tag is outside YAML's core schema (None:
+    no tag written, resolved from the value as usual)."""
+    return tag is not None and tag not in CORE_TAGS
+
+
+def tag_problem(tag: str) -> str:
+    """What is wrong with a foreign tag, the tag shown as it is usually written."""
+    written = "!!" + tag[len(_CORE_PREFIX) :] if tag.startswith(_CORE_PREFIX) else tag
+    return (
+        f"YAML tag {shown(written)} is outside YAML's core schema "
+        f"({', '.join('!!' + name for name in CORE_SCHEMA)})"
+    )
+
+
+class ForeignTagError(yaml.MarkedYAMLError):
+    """A node carries a tag outside YAML's core schema (``foreign_tag``); raised by the
+    composers at the node, so that every reader reports it at its line."""
+
+    def __init__(self, tag: str, mark: Any) -> None:
+        super().__init__(None, None, tag_problem(tag), mark)
+
+
+def foreign_tag_message(where: object, exc: ForeignTagError) -> str:
+    """``WHERE:LINE: YAML tag ... is outside YAML's core schema``: one line, as a spec
+    mistake is reported."""
+    return f"{where}{_line(exc.problem_mark)}: {exc.problem}"
+
+
 def check_bounds(
     text: str,
     where: str,
@@ -54,13 +98,16 @@ def check_bounds(
 ) -> None:
     """Raise YAMLBoundsError if ``text`` is over ``max_bytes`` (in UTF-8), nests deeper
     than ``max_depth``, or (unless ``max_nodes`` is None) holds more than ``max_nodes``
-    nodes with aliases expanded.
+    nodes with aliases expanded; InputError ``WHERE:LINE: ...`` if a node carries a
+    tag outside YAML's core schema.
 
     Malformed YAML raises ``yaml.YAMLError`` as usual, for the caller's own message."""
     if max_bytes is not None and utf8_length(text, max_bytes) > max_bytes:
         raise YAMLBoundsError(f"{where}: larger than the {describe_size(max_bytes)} limit")
     try:
         _walk_events(text, where, max_depth, max_nodes)
+    except ForeignTagError as exc:
+        raise InputError(foreign_tag_message(where, exc)) from None
     except yaml.MarkedYAMLError as exc:
         if not nested_deeper_than(exc, max_depth):
             raise
@@ -87,12 +134,16 @@ def _line(mark: Any) -> str:
 
 
 def _walk_events(text: str, where: str, max_depth: int, max_nodes: int | None) -> None:
-    """check_bounds' pass over the events: depth, and nodes with aliases expanded."""
+    """check_bounds' pass over the events: depth, nodes with aliases expanded, and
+    every tag written."""
     depth = 0
     nodes = 0
     sizes: dict[str, int] = {}  # anchor -> nodes it stands for
     open_anchors: list[tuple[str | None, int]] = []  # per open collection: anchor, start
     for event in yaml.parse(text, Loader=_EventLoader):
+        tag = getattr(event, "tag", None)
+        if tag is not None and foreign_tag(tag):
+            raise ForeignTagError(tag, event.start_mark)
         if isinstance(event, yaml.AliasEvent):
             nodes += sizes.get(event.anchor or "", 1)
         elif isinstance(event, yaml.ScalarEvent):

@@ -18,6 +18,7 @@ from airgap.bundle.format import (
     FileRecord,
     ImageRecord,
     NeedRecord,
+    ProviderImageRecord,
     ProviderRecord,
     TrustRecord,
 )
@@ -61,6 +62,37 @@ def test_manifest_round_trips_and_is_deterministic() -> None:
     assert BundleManifest.from_bytes(data) == manifest
     assert b'"sourceDigest"' not in data  # absent optional fields are omitted
     assert b'"mediaType": "m"' in data
+
+
+def test_image_provider_records_before_and_after_profiles_were_carried_apart() -> None:
+    """A bundle written before profiles were carried apart (issue 41) has neither
+    ``clusterctlProfile`` nor ``profileFiles``: it reads, and writes back, byte for
+    byte as before; a new one round-trips with both."""
+    old = ProviderImageRecord("q.io/x@sha256:" + "a" * 64, ["default", "aws"], "x", 20)
+    base = _manifest()
+    provider = dataclasses.replace(base.providers[0], image=old)
+    manifest = dataclasses.replace(base, providers=[provider])
+    data = manifest.to_bytes()
+    assert b"profileFiles" not in data and b"clusterctlProfile" not in data
+    document = json.loads(data)
+    assert set(document["providers"][0]["image"]) == {
+        "reference",
+        "profiles",
+        "name",
+        "installOrder",
+    }
+    assert BundleManifest.from_bytes(data) == manifest
+    assert BundleManifest.from_bytes(data).to_bytes() == data
+    files = [
+        f"p/profiles/{n}/{f}"
+        for n in ("default", "aws")
+        for f in ("metadata.yaml", "manifests.yaml")
+    ]
+    new = dataclasses.replace(old, clusterctl_profile="default", profile_files=files)
+    manifest = dataclasses.replace(base, providers=[dataclasses.replace(provider, image=new)])
+    data = manifest.to_bytes()
+    assert json.loads(data)["providers"][0]["image"]["profileFiles"] == files
+    assert BundleManifest.from_bytes(data) == manifest
 
 
 def test_manifest_bytes_are_json_dumps_indent_2_of_the_document() -> None:

@@ -191,3 +191,44 @@ def test_slow_regex_inputs_in_valid_components_pass_through_every_command(
     assert written.endswith(spaced + unclosed)  # carried byte for byte
     variables = (tmp_path / "out" / "operator" / "variables.md").read_text()
     assert "LOG_LEVEL" in variables
+
+
+DUPLICATED = {
+    # the same Deployment twice (clusterctl would apply the second over the first)
+    "deployment": (
+        _deployment("registry.example/a:v1")
+        + "---\n"
+        + _deployment("registry.example/a:v2").split("---\n", 1)[1],
+        "'Deployment hostile-system/hostile-controller-manager' (apps API group) is "
+        "defined twice, at lines 6 and 19",
+    ),
+    # a CRD (never built: only its head is read) repeated with its metadata last
+    "crd-metadata-last": (
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: things.hostile.example}\nspec: {group: hostile.example}\n---\n"
+        "kind: CustomResourceDefinition\napiVersion: apiextensions.k8s.io/v1\n"
+        "spec: {group: hostile.example}\nmetadata:\n  name: things.hostile.example\n",
+        "'CustomResourceDefinition things.hostile.example' (apiextensions.k8s.io API group) "
+        "is defined twice, at lines 1 and 6",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DUPLICATED))
+def test_collect_refuses_an_object_defined_twice_naming_both_lines(
+    case: str, tmp_path: Path, release_server: ReleaseServer
+) -> None:
+    components, message = DUPLICATED[case]
+    spec, env = _publish(release_server, components)
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    (tmp_path / "key").mkdir()
+    assert _run(tmp_path, "keygen", tmp_path / "key" / "k.key").returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    output = work / "bundle.tar"
+    outcome = _run(
+        work, "collect", spec_path, "--sign-key", tmp_path / "key" / "k.key", "-o", output, env=env
+    )
+    assert_one_line(outcome, (2,), COMPONENTS, "hostile", message)
+    assert list(work.iterdir()) == []

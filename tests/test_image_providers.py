@@ -23,10 +23,11 @@ from airgap.errors import AirgapError, InputError, SpecError
 from airgap.mirror.manifestimage import Published, component_list
 from airgap.providers.imagefs import ImageFiles, LayerError
 from airgap.providers.imagesource import (
+    clusterctl_profile,
     contract_from_manifests,
-    joined_manifests,
     parse_profile_metadata,
     select_profiles,
+    substitute_self,
     wanted,
 )
 from airgap.providers.types import ProviderType
@@ -237,10 +238,27 @@ def test_profiles_default_first_and_self_image_substituted() -> None:
     assert [p.name for p in select_profiles(apply(layers), ("aws",), "img")] == ["aws"]
     with pytest.raises(AirgapError, match="no profile 'old'.*it has default, aws"):
         select_profiles(apply(layers), ("old",), "img")
-    joined = joined_manifests(profiles, "quay.example/p@sha256:" + "2" * 64)
-    assert SELF_IMAGE_REF not in joined
-    assert joined.count("quay.example/p@sha256:") == 1
-    assert joined.endswith(expected.aws_manifests.decode())
+    default = profiles[0]
+    assert default.metadata_text == expected.metadata.decode()
+    text = substitute_self(
+        default.manifests, default.metadata.self_image_ref, "quay.example/p@sha256:" + "2" * 64
+    )
+    assert SELF_IMAGE_REF not in text
+    assert text.count("quay.example/p@sha256:") == 1
+
+
+def test_the_clusterctl_profile_is_one_profile() -> None:
+    layers, _ = standard_layers(SIDECAR)
+    profiles = select_profiles(apply(layers), None, "img")
+    assert clusterctl_profile(profiles, None, "img").name == "default"
+    assert clusterctl_profile(profiles, "aws", "img").name == "aws"
+    assert clusterctl_profile(profiles[1:], None, "img").name == "aws"  # the only one
+    with pytest.raises(InputError, match="clusterctlProfile 'gpu' is not among .*default, aws"):
+        clusterctl_profile(profiles, "gpu", "img")
+    other = select_profiles(apply(layers), None, "img")[1]
+    renamed = type(other)("gpu", other.metadata, other.manifests, other.metadata_text)
+    with pytest.raises(InputError, match="'aws' and 'gpu' but no 'default'"):
+        clusterctl_profile([profiles[1], renamed], None, "img")
 
 
 def test_spec_reads_image_providers(tmp_path: Path) -> None:
@@ -279,6 +297,20 @@ def test_spec_reads_image_providers(tmp_path: Path) -> None:
         ("- image: q.io/x:v1\n  version: latest\n", "providers[0].version: invalid version"),
         ("- image: q.io/x:v1\n  contract: beta\n", "providers[0].contract: invalid contract"),
         ("- image: q.io/x:v1\n  type: cloud\n", "providers[0].type: unknown provider type"),
+        (
+            "- image: q.io/x:v1\n  clusterctlProfile: [default, techpreview]\n",
+            "spec.yaml:3: providers[0].clusterctlProfile: one profile, not a list "
+            "('default', 'techpreview')",
+        ),
+        (
+            "- image: q.io/x:v1\n  profiles: [default]\n  clusterctlProfile: techpreview\n",
+            "spec.yaml:4: providers[0].clusterctlProfile: profile 'techpreview' is not among",
+        ),
+        (
+            "- image: q.io/x:v1\n  profiles: [aws, techpreview]\n",
+            "spec.yaml:3: providers[0].profiles: 'aws' and 'techpreview' but no 'default'",
+        ),
+        ("- image: q.io/x:v1\n  clusterctlProfile: a/b\n", "invalid profile 'a/b'"),
     ],
 )
 def test_spec_errors_name_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
@@ -328,7 +360,7 @@ def test_collect_reads_the_image_and_carries_it(
     signing_key: SigningKey,
     source_images: dict[str, TestImage],
 ) -> None:
-    image, manifests, _ = provider_image
+    image, manifests, metadata_bytes = provider_image
     _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
     manifest = read_head(bundle).manifest
     (provider,) = manifest.providers
@@ -350,11 +382,27 @@ def test_collect_reads_the_image_and_carries_it(
     assert carried[image.digest_reference].digest == image.digest
     assert source_images["sidecar"].digest_reference in carried
     assert provider.images[0] == image.digest_reference
-    # the components are the amd64 default profile (then aws) with selfImageRef replaced
+    # the components are the amd64 default profile alone with selfImageRef replaced;
+    # each profile is carried apart beside them
     members = {m.name: m.data for m in _members(bundle)}
     components = members[provider.components].decode()
     expected = manifests.decode().replace(SELF_IMAGE_REF, image.digest_reference)
-    assert components.startswith(expected)
+    assert components == expected
+    assert provider.image.clusterctl_profile == "default"
+    base = "providers/infrastructure-test/v2.8.1/profiles"
+    assert provider.image.profile_files == [
+        f"{base}/default/metadata.yaml",
+        f"{base}/default/manifests.yaml",
+        f"{base}/aws/metadata.yaml",
+        f"{base}/aws/manifests.yaml",
+    ]
+    assert members[f"{base}/default/manifests.yaml"].decode() == expected
+    assert (
+        members[f"{base}/aws/manifests.yaml"]
+        == b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: aws-only}\n"
+    )
+    assert members[f"{base}/default/metadata.yaml"] == metadata_bytes
+    assert b"installOrder: 21" in members[f"{base}/aws/metadata.yaml"]
     assert "kind: Arm" not in components and "stale" not in components
     metadata = yaml.safe_load(members[provider.metadata])
     assert metadata["releaseSeries"] == [{"major": 2, "minor": 8, "contract": "v1beta2"}]
@@ -363,6 +411,8 @@ def test_collect_reads_the_image_and_carries_it(
     inspect = run_airgap("inspect", bundle, "--format", "json")
     assert inspect.returncode == 0, inspect.stderr
     assert image.digest_reference in inspect.stdout
+    assert '"clusterctlProfile": "default"' in inspect.stdout
+    assert f'"{base}/aws/manifests.yaml"' in inspect.stdout
 
 
 def test_collect_reads_the_platform_asked_for(
@@ -408,11 +458,14 @@ def _members(bundle: Path) -> list[TarMember]:
 
 
 def test_manifests_image_is_reproducible_and_well_formed() -> None:
-    from airgap.mirror.manifestimage import build_image
+    from airgap.mirror.manifestimage import ImageProfile, build_image
 
-    first = build_image("kind: A\n", b"name: x\n")
-    assert build_image("kind: A\n", b"name: x\n") == first
-    assert build_image("kind: B\n", b"name: x\n").manifest.digest != first.manifest.digest
+    def one(text: str) -> list[ImageProfile]:
+        return [ImageProfile("default", text, b"name: x\n", 30)]
+
+    first = build_image(one("kind: A\n"))
+    assert build_image(one("kind: A\n")) == first
+    assert build_image(one("kind: B\n")).manifest.digest != first.manifest.digest
     import gzip as gz
     import io
     import tarfile
@@ -486,7 +539,8 @@ def test_import_writes_manifests_images_umoci_unpacks(
     registry_factory: RegistryFactory,
 ) -> None:
     image, _, _ = provider_image
-    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    spec = f"providers:\n- image: {image.digest_reference}\n  profiles: [default]\n"
+    _, bundle = collect(tmp_path, spec, signing_key)
     target = registry_factory()
     listed = import_bundle(bundle, signing_key, target, tmp_path / "out")
     text = (tmp_path / "out/openshift/capi-components.yaml").read_text()
@@ -564,3 +618,275 @@ def test_the_component_list_says_why_a_reference_would_be_refused() -> None:
         component_list([Published(record, "r", "v1.0.0", f"[::1]:5000/x@{digest}", 1)])
     )
     assert listed["components"][0]["image"]["ref"] == f"[::1]:5000/x@{digest}"  # quoted
+
+
+# --- two profiles: carried apart, never concatenated (issue 41) ----------------------
+
+
+def acme_manifests(*args: str) -> bytes:
+    """A profile's manifests: the Namespace, a CRD labelled with its contract and the
+    Deployment ``acme-system/acme-controller-manager`` running the provider image."""
+    listed = ", ".join(f'"{arg}"' for arg in ("--leader-elect", *args))
+    return f"""apiVersion: v1
+kind: Namespace
+metadata:
+  name: acme-system
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: acmeclusters.infrastructure.cluster.x-k8s.io
+  labels:
+    cluster.x-k8s.io/v1beta2: v1beta2
+spec:
+  group: infrastructure.cluster.x-k8s.io
+  names: {{kind: AcmeCluster, plural: acmeclusters}}
+  scope: Namespaced
+  versions: [{{name: v1beta2, served: true, storage: true}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: acme-controller-manager
+  namespace: acme-system
+spec:
+  selector: {{matchLabels: {{app: acme}}}}
+  template:
+    metadata: {{labels: {{app: acme}}}}
+    spec:
+      containers:
+      - name: manager
+        image: {SELF_IMAGE_REF}
+        args: [{listed}]
+""".encode()
+
+
+TECH_PREVIEW = "--feature-gates=TechPreview=true"
+
+
+@pytest.fixture(scope="module")
+def two_profile_image(
+    tmp_path_factory: pytest.TempPathFactory, plain_registry: RegistryServer
+) -> TestImage:
+    """Three layers: ``default`` and a stale ``techpreview``; the real ``techpreview``
+    (the same Namespace and Deployment, with the tech-preview feature gate) over it;
+    hostile entries last. Pushed with skopeo into the real registry."""
+    layout = OciLayout(tmp_path_factory.mktemp("two-profiles") / "layout")
+    preview_metadata = metadata_yaml(
+        "cluster-api-provider-acme", extra="  featureSet: TechPreviewNoUpgrade\n"
+    )
+    layers = [
+        [
+            Entry(ROOT, kind="dir"),
+            Entry(f"{ROOT}/default/manifests.yaml", acme_manifests()),
+            Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml("cluster-api-provider-acme")),
+            Entry(f"{ROOT}/techpreview/manifests.yaml", b"kind: Stale\n"),
+        ],
+        [
+            Entry(f"{ROOT}/techpreview/manifests.yaml", acme_manifests(TECH_PREVIEW)),
+            Entry(f"{ROOT}/techpreview/metadata.yaml", preview_metadata),
+        ],
+        [
+            Entry(f"{ROOT}/../../etc/evil", b"evil"),
+            Entry(f"{ROOT}/techpreview/link.yaml", kind="symlink", target="/etc/passwd"),
+        ],
+    ]
+    layout.tag("acme", add_image(layout, layers))
+    return push_image(layout, "acme", plain_registry, "openshift/acme", "v2.8.1")
+
+
+def _objects(text: str) -> list[tuple[str, str]]:
+    return [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(text) if d is not None]
+
+
+def test_two_profiles_are_carried_apart_and_listed_as_two_components(
+    tmp_path: Path,
+    two_profile_image: TestImage,
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
+    """No ``profiles:`` key: both profiles are carried, each apart; the components
+    (operator, clusterctl) are ``default`` alone; the OpenShift list has both."""
+    image = two_profile_image
+    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    assert provider.image is not None
+    assert provider.image.profiles == ["default", "techpreview"]
+    assert provider.image.clusterctl_profile == "default"
+    members = {m.name: m.data.decode() for m in _members(bundle) if m.name.startswith("prov")}
+    components = members[provider.components]
+    assert _objects(components) == [
+        ("Namespace", "acme-system"),
+        ("CustomResourceDefinition", "acmeclusters.infrastructure.cluster.x-k8s.io"),
+        ("Deployment", "acme-controller-manager"),
+    ]
+    assert "TechPreview" not in components
+    preview = members["providers/infrastructure-acme/v2.8.1/profiles/techpreview/manifests.yaml"]
+    assert TECH_PREVIEW in preview and _objects(preview) == _objects(components)
+    assert SELF_IMAGE_REF not in preview and image.digest_reference in preview
+    verify = run_airgap("verify", bundle, "--key", signing_key.public)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    # import: one manifests image holding both profiles, two components
+    target = registry_factory()
+    out = tmp_path / "out"
+    listed = import_bundle(bundle, signing_key, target, out)
+    refs = {c["image"]["ref"] for c in listed["components"]}
+    assert [c["image"]["profile"] for c in listed["components"]] == ["default", "techpreview"]
+    assert len(refs) == 1
+    rootfs = umoci_unpack(refs.pop(), target, tmp_path / "umoci")
+    assert sorted(p.name for p in (rootfs / ROOT).iterdir()) == ["default", "techpreview"]
+    unpacked = (rootfs / ROOT / "techpreview" / "manifests.yaml").read_text()
+    assert TECH_PREVIEW in unpacked and f"{target.host}/mirror/" in unpacked
+    metadata = yaml.safe_load((rootfs / ROOT / "techpreview" / "metadata.yaml").read_text())
+    assert metadata["attributes"]["featureSet"] == "TechPreviewNoUpgrade"
+    default = (rootfs / ROOT / "default" / "manifests.yaml").read_text()
+    assert "TechPreview" not in default
+    # nothing the operator or clusterctl installs holds the tech-preview profile
+    for path in out.rglob("*"):
+        if path.is_file() and "openshift" not in path.parts:
+            assert "TechPreview=true" not in path.read_text(errors="replace"), path
+
+
+def test_the_spec_names_the_clusterctl_profile(
+    tmp_path: Path, two_profile_image: TestImage, signing_key: SigningKey
+) -> None:
+    image = two_profile_image
+    spec = f"providers:\n- image: {image.digest_reference}\n  clusterctlProfile: techpreview\n"
+    _, bundle = collect(tmp_path, spec, signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    assert provider.image is not None and provider.image.clusterctl_profile == "techpreview"
+    components = {m.name: m.data for m in _members(bundle)}[provider.components].decode()
+    assert TECH_PREVIEW in components
+    assert [k for k, _ in _objects(components)].count("Deployment") == 1
+    # two profiles for one components file: a spec error naming both, at its line
+    spec = (
+        f"providers:\n- image: {image.digest_reference}\n"
+        "  clusterctlProfile: [default, techpreview]\n"
+    )
+    (tmp_path / "two").mkdir()
+    result, output = collect(tmp_path / "two", spec, signing_key, expect_ok=False)
+    assert result.returncode == 2 and not output.exists()
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert "spec.yaml:3: providers[0].clusterctlProfile" in line
+    assert "'default', 'techpreview'" in line
+
+
+def test_a_profile_defining_an_object_twice_is_refused_at_collect(
+    tmp_path: Path, plain_registry: RegistryServer, signing_key: SigningKey
+) -> None:
+    layout = OciLayout(tmp_path / "layout")
+    twice = acme_manifests() + b"---\n" + acme_manifests(TECH_PREVIEW).split(b"---\n")[2]
+    layers = [
+        [
+            Entry(f"{ROOT}/default/manifests.yaml", twice),
+            Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml("cluster-api-provider-acme")),
+        ]
+    ]
+    layout.tag("twice", add_image(layout, layers))
+    image = push_image(layout, "twice", plain_registry, "openshift/acme-twice", "v2.8.1")
+    spec = f"providers:\n- image: {image.digest_reference}\n"
+    result, output = collect(tmp_path, spec, signing_key, expect_ok=False)
+    assert result.returncode == 2 and not output.exists()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert f"/{ROOT}/default/manifests.yaml of {tmp_path / 'spec.yaml'}:2: providers[0]" in lines[0]
+    assert (
+        ":33: 'Deployment acme-system/acme-controller-manager' (apps API group) is defined "
+        "twice, at lines 18 and 33"
+    ) in lines[0]
+
+
+def test_verify_checks_the_profile_files_where_collect_writes_them() -> None:
+    """What a signer put in the manifest is checked against what collect writes: each
+    profile's two files, in order, present, its metadata parsing."""
+    from dataclasses import replace
+
+    from airgap.bundle.format import ProviderImageRecord
+    from airgap.verify.content import _check_profile_files
+
+    base = "providers/infrastructure-acme/v2.8.1/profiles"
+    paths = [
+        f"{base}/{p}/{f}" for p in ("default", "tp") for f in ("metadata.yaml", "manifests.yaml")
+    ]
+    files = {path: b"kind: X\n" for path in paths}
+    files[paths[0]] = files[paths[2]] = metadata_yaml("cluster-api-provider-acme")
+    image = ProviderImageRecord("q.io/a@sha256:" + "a" * 64, ["default", "tp"], "a", 20, None,
+                                None, None, None, "default", paths)  # fmt: skip
+    record = ProviderRecord(
+        "acme", "InfrastructureProvider", "v2.8.1", "v1beta2", "infrastructure-acme", "s",
+        "m", "c", image=image,
+    )  # fmt: skip
+    sizes = {path: len(data) for path, data in files.items()}
+
+    def problems(record: ProviderRecord, present: dict[str, int] = sizes) -> list[str]:
+        found = _check_profile_files(record, files.__getitem__, present)
+        return [failure.message for failure in found]
+
+    assert problems(record) == []
+    assert problems(replace(record, image=replace(image, profile_files=paths[:2])))
+    moved = [p.replace("/tp/", "/../tp/") for p in paths]
+    assert problems(replace(record, image=replace(image, profile_files=moved)))
+    assert (
+        "is not carried"
+        in problems(replace(record, image=replace(image, clusterctl_profile="gpu")))[0]
+    )
+    missing = {p: s for p, s in sizes.items() if p != paths[3]}
+    assert problems(record, missing) == [f"{paths[3]} is not in the bundle"]
+    files[paths[2]] = b"name: [\n"
+    assert "metadata does not parse" in problems(record)[0]
+    # a bundle written before profiles were carried apart: nothing to check
+    old = replace(image, clusterctl_profile=None, profile_files=[])
+    assert problems(replace(record, image=old), {}) == []
+
+
+def test_a_bundle_written_before_profiles_were_carried_apart_verifies_and_imports(
+    tmp_path: Path,
+    two_profile_image: TestImage,
+    signing_key: SigningKey,
+    registry_factory: RegistryFactory,
+) -> None:
+    """The bundle an earlier airgap wrote for the two-profile image: no profile
+    members, no ``clusterctlProfile``/``profileFiles``, both profiles concatenated in
+    the components. It verifies and imports as it did (one ``default`` component);
+    the same bundle missing a profile file it lists fails verify naming it."""
+    from dataclasses import replace
+
+    from airgap.bundle.format import BundleManifest
+    from tests.harness.tamper import resign
+
+    image = two_profile_image
+    _, bundle = collect(tmp_path, f"providers:\n- image: {image.digest_reference}\n", signing_key)
+    (provider,) = read_head(bundle).manifest.providers
+    assert provider.image is not None
+    members = {m.name: m.data for m in _members(bundle)}
+    old_components = b"---\n".join(members[p] for p in provider.image.profile_files[1::2])
+
+    def as_before(manifest: BundleManifest) -> BundleManifest:
+        (record,) = manifest.providers
+        assert record.image is not None
+        old = replace(record.image, clusterctl_profile=None, profile_files=[])
+        return replace(manifest, providers=[replace(record, image=old)])
+
+    old_bundle = resign(
+        bundle,
+        tmp_path / "old.tar",
+        signing_key.private,
+        drop=provider.image.profile_files,
+        replace={provider.components: old_components},
+        edit=as_before,
+    )
+    head = read_head(old_bundle).manifest
+    assert head.providers[0].image is not None
+    assert head.providers[0].image.profile_files == []
+    verify = run_airgap("verify", old_bundle, "--key", signing_key.public)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    listed = import_bundle(old_bundle, signing_key, registry_factory(), tmp_path / "out")
+    assert [c["image"]["profile"] for c in listed["components"]] == ["default"]
+    # a new bundle whose image record lists a profile file the bundle does not hold
+    missing = provider.image.profile_files[3]
+    broken = resign(bundle, tmp_path / "broken.tar", signing_key.private, drop=[missing])
+
+    verify = run_airgap("verify", broken, "--key", signing_key.public)
+    assert verify.returncode != 0
+    assert f"{missing} is not in the bundle" in verify.stdout + verify.stderr

@@ -254,7 +254,7 @@ ODD_DOCUMENTS = [
     '"kind": Deployment\nmetadata: {name: quoted}\n',
     "!!str kind: Namespace\nmetadata: {name: tagged}\n",
     "kind: 5\nspec: {}\n",
-    "kind: !!binary ZGVwbG95\n",
+    "kind: !!null ''\n",  # a kind that is no string (!!binary: a foreign tag)
     "<<: {kind: Deployment, a: 1}\nkind: Service\n",
     "<<: {kind: Deployment, metadata: {name: merged}}\nb: 2\n",
     "kind: Service\nspec: &s {a: [1, 2]}\nother: [*s, *s]\n",

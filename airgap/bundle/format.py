@@ -172,7 +172,13 @@ def member_key(name: str) -> bytes | str:
 class ProviderImageRecord:
     """Where an image-based provider came from: the image its manifests were read from
     (``/capi-operator-manifests/PROFILE/``, by digest, carried in the bundle), the
-    profiles read, and what their metadata.yaml said (the first profile's)."""
+    profiles read, and what their metadata.yaml said (the clusterctl profile's).
+
+    Each profile carried apart (``profileFiles``: ``profiles/NAME/metadata.yaml`` and
+    ``manifests.yaml`` beside the components, per profile, in ``profiles`` order) and
+    the one the components file is (``clusterctlProfile``): both absent in a bundle
+    written before profiles were carried apart, whose components file is every
+    profile read, concatenated."""
 
     reference: str  # registry/repository@sha256:...
     profiles: list[str]
@@ -182,6 +188,8 @@ class ProviderImageRecord:
     attribute_version: str | None = None
     ocp_platform: str | None = None
     self_image_ref: str | None = None
+    clusterctl_profile: str | None = None
+    profile_files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -333,7 +341,7 @@ class BundleManifest:
             ("formatVersion", self.format_version),
             ("created", self.created),
             ("tool", {"name": "airgap", "version": self.tool_version}),
-            ("providers", (_camel(asdict(p)) for p in self.providers)),
+            ("providers", (_provider_json(p) for p in self.providers)),
             ("images", (_image_json(i) for i in self.images)),
             ("files", (f.to_json() for f in self.files)),
         ]
@@ -430,6 +438,14 @@ def _content_json(content: ContentRecord) -> dict[str, Any]:
         document.pop("warnings", None)
     if not content.provenance:  # likewise a record without a .prov
         document.pop("provenance", None)
+    return document
+
+
+def _provider_json(provider: ProviderRecord) -> dict[str, Any]:
+    document = _camel(asdict(provider))
+    image = document.get("image")
+    if image is not None and not image["profileFiles"]:  # read as before profile files
+        image.pop("profileFiles")
     return document
 
 

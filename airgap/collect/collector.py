@@ -435,17 +435,19 @@ def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord
         metadata=relative(provider.metadata_path, staging),
         components=relative(provider.components_path, staging),
         images=[str(parse_reference(image)) for image in provider.images],
-        image=_provider_image_record(provider),
+        image=_provider_image_record(provider, staging),
     )
 
 
-def _provider_image_record(provider: FetchedProvider) -> ProviderImageRecord | None:
+def _provider_image_record(provider: FetchedProvider, staging: Path) -> ProviderImageRecord | None:
     info = provider.image_source
     if info is None:
         return None
     return ProviderImageRecord(
         reference=info.reference,
         profiles=list(info.profiles),
+        clusterctl_profile=info.clusterctl_profile,
+        profile_files=[relative(path, staging) for path in provider.profile_files],
         name=info.name,
         install_order=info.install_order,
         attribute_type=info.attribute_type,

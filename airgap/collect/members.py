@@ -137,7 +137,9 @@ def plan_members(
     """Provider files, content files, the layout's metadata, then blobs by digest
     (spilled from memory, or left to be downloaded), but for those a delta relies on.
     ``index.json`` names every image, carried or not."""
-    paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
+    paths = [
+        path for p in providers for path in (p.metadata_path, p.components_path, *p.profile_files)
+    ]
     paths += [path for content in contents for path in content.files]
     head = [PlannedMember(relative(p, staging), p.stat().st_size, path=p) for p in paths]
     layout = OCI_LAYOUT_CONTENT

@@ -94,8 +94,17 @@ _CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile", "image")
 # an image-based provider (``image:``): everything but the image may come from its
 # /capi-operator-manifests metadata.yaml
-_IMAGE_PROVIDER_KEYS = ("image", "profiles", "name", "type", "version", "contract")
+_IMAGE_PROVIDER_KEYS = (
+    "image",
+    "profiles",
+    "clusterctlProfile",
+    "name",
+    "type",
+    "version",
+    "contract",
+)
 _PROFILE_RE = re.compile(r"^[a-zA-Z0-9_-]{1,255}$")
+DEFAULT_PROFILE = "default"
 _CONTRACT_RE = re.compile(r"^v\d+(?:(?:alpha|beta)\d+)?$")
 _REGISTRY_KEYS = ("mirror", "caFile", "plainHTTP", "skipTLSVerify")
 
@@ -283,9 +292,11 @@ class _SpecReader:
                 raise self.error(keys["type"][1], f"{where}.type", str(exc)) from None
         version = self.optional_string(keys, where, "version", _check_release_version)
         contract = self.optional_string(keys, where, "contract", _check_contract)
+        profiles = self.profiles(keys.get("profiles"), where)
         return ImageProviderSpec(
             image=image,
-            profiles=self.profiles(keys.get("profiles"), where),
+            profiles=profiles,
+            clusterctl_profile=self.clusterctl_profile(keys, profiles, where),
             name=name,
             type=ptype,
             version=version,
@@ -311,6 +322,47 @@ class _SpecReader:
                 raise self.error(item, key, f"profile {shown(text)} is listed twice")
             found.append(text)
         return tuple(found)
+
+    def clusterctl_profile(
+        self, keys: dict[str, tuple[Node, Node]], profiles: tuple[str, ...] | None, where: str
+    ) -> str | None:
+        """``clusterctlProfile: NAME``: the one profile the operator ConfigMaps and the
+        clusterctl repository install (they take one components file: two profiles
+        concatenated would define the same objects twice). Without it: ``default``,
+        or the only profile listed; several listed without ``default`` need it."""
+        entry = keys.get("clusterctlProfile")
+        key = f"{where}.clusterctlProfile"
+        if entry is None or _is_null(entry[1]):
+            if profiles and len(profiles) > 1 and DEFAULT_PROFILE not in profiles:
+                raise self.error(
+                    keys["profiles"][1],
+                    f"{where}.profiles",
+                    f"{shown(profiles[0])} and {shown(profiles[1])} but no 'default': the "
+                    "operator and clusterctl outputs install one profile: set "
+                    "clusterctlProfile: to it",
+                )
+            return None
+        node = entry[1]
+        if isinstance(node, SequenceNode):
+            names = ", ".join(
+                shown(item.value) for item in node.value[:4] if isinstance(item, ScalarNode)
+            )
+            raise self.error(
+                node,
+                key,
+                f"one profile, not a list ({names}): the operator and clusterctl outputs "
+                "install exactly one; the OpenShift output lists every profile carried",
+            )
+        text = self.string(node, key)
+        if not _PROFILE_RE.match(text):
+            raise self.error(
+                node, key, f"invalid profile {shown(text)} (letters, digits, '-' and '_')"
+            )
+        if profiles is not None and text not in profiles:
+            raise self.error(
+                node, key, f"profile {shown(text)} is not among profiles ({', '.join(profiles)})"
+            )
+        return text
 
     def content(self, entry: tuple[Node, Node] | None, kind: ContentKind) -> ContentSpec | None:
         """``certManager: {version, url?}`` or ``operator: {version, url?}``."""

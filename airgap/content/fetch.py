@@ -216,7 +216,7 @@ def discover(
                 found, problems = template_images(text, origin, kubernetes)
                 unresolved.extend(problems)
             else:
-                found = parse_components(text, origin).images
+                found = parse_components(text, origin, unique=True).images
             images.update(dict.fromkeys(found))
     return list(images), unresolved
 

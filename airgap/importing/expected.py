@@ -20,7 +20,7 @@ from airgap.configmaps import emit, ocisource
 from airgap.importing.status import Expected, from_manifest, from_tree
 from airgap.mirror.attached import AttachedPlan
 from airgap.mirror.charts import chart_artifacts
-from airgap.mirror.manifestimage import build_image, metadata_yaml, repository_for
+from airgap.mirror.manifestimage import build_image, image_profiles, repository_for
 from airgap.oci import Manifest
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Target
@@ -71,7 +71,7 @@ def built_artifacts(
         )
     for provider in providers:
         record = provider.record
-        image = build_image(provider.components, metadata_yaml(record))
+        image = build_image(image_profiles(provider))
         found.append(
             from_manifest(
                 MANIFESTS_IMAGE,

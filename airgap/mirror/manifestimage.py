@@ -29,6 +29,7 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from airgap.bundle.format import ProviderRecord
 from airgap.errors import AirgapError
@@ -37,6 +38,9 @@ from airgap.parallel import Ahead, ByteBudget, run_parallel
 from airgap.registry.client import Registry, bytes_body
 from airgap.rewrite.mapping import Target
 from airgap.rewrite.providers import RewrittenProvider
+
+if TYPE_CHECKING:
+    from airgap.providers.imagesource import ProfileMetadata
 
 MANIFESTS_ROOT = "capi-operator-manifests"
 PROFILE = "default"
@@ -92,14 +96,32 @@ class BuiltImage:
 
 
 @dataclass(frozen=True)
+class ImageProfile:
+    """One profile of a manifests image: ``/capi-operator-manifests/NAME/``."""
+
+    name: str
+    manifests: str
+    metadata: bytes
+    install_order: int
+
+
+@dataclass(frozen=True)
 class Published:
-    """A manifests image in the target: where, by digest, and in which order."""
+    """A manifests image in the target: where, by digest, and in which order; each of
+    its profiles is a component of its own (none listed: ``default`` alone)."""
 
     provider: ProviderRecord
     repository: str  # e.g. PREFIX/capi-manifests/aws
     tag: str
     reference: str  # HOST/REPOSITORY@sha256:...
     install_order: int
+    profiles: tuple[tuple[str, int], ...] = ()  # (profile, its install order)
+
+    def components(self) -> list[tuple[int, str]]:
+        """(install order, profile) of each component this image is."""
+        if not self.profiles:
+            return [(self.install_order, PROFILE)]
+        return [(order, name) for name, order in self.profiles]
 
 
 def install_order(record: ProviderRecord) -> int:
@@ -132,17 +154,56 @@ def metadata_yaml(record: ProviderRecord) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def profile_metadata_yaml(record: ProviderRecord, metadata: ProfileMetadata) -> bytes:
+    """A carried profile's metadata.yaml as its image said it (name, every attribute,
+    install order, OpenShift platform), with the type, version and contract the bundle
+    records where it said none; no ``selfImageRef``: the manifests are pinned."""
+    attributes = dict(metadata.attributes)
+    attributes.setdefault("type", _TYPES.get(record.type, record.type))
+    attributes.setdefault("version", record.version)
+    attributes.setdefault("contract", record.contract)
+    lines = [f"name: {_scalar(metadata.name)}", "attributes:"]
+    lines += [f"  {_scalar(key)}: {_scalar(value)}" for key, value in attributes.items()]
+    lines.append(f"installOrder: {metadata.install_order}")
+    if metadata.ocp_platform:
+        lines.append(f"ocpPlatform: {_scalar(metadata.ocp_platform)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def image_profiles(provider: RewrittenProvider) -> list[ImageProfile]:
+    """The profiles of a provider's manifests image: each one an image-based provider
+    carries apart, as its image had them; else ``default``, the rewritten components."""
+    record = provider.record
+    if not provider.profiles:
+        order = install_order(record)
+        return [ImageProfile(PROFILE, provider.components, metadata_yaml(record), order)]
+    return [
+        ImageProfile(
+            profile.name,
+            profile.manifests,
+            profile_metadata_yaml(record, profile.metadata),
+            profile.metadata.install_order,
+        )
+        for profile in provider.profiles
+    ]
+
+
 def _scalar(text: str) -> str:
     """A YAML scalar that reads back as the same string (JSON is YAML)."""
     return json.dumps(text)
 
 
-def build_image(components: str, metadata: bytes) -> BuiltImage:
-    """The image: one gzip layer with the default profile's two files, an OCI config
-    naming its diff ID, an OCI manifest; every byte determined by the inputs."""
-    base = f"{MANIFESTS_ROOT}/{PROFILE}"
-    files = {f"{base}/manifests.yaml": components.encode(), f"{base}/metadata.yaml": metadata}
-    tar = _tar([MANIFESTS_ROOT, base], files)
+def build_image(profiles: Sequence[ImageProfile]) -> BuiltImage:
+    """The image: one gzip layer with each profile's two files, an OCI config naming
+    its diff ID, an OCI manifest; every byte determined by the inputs."""
+    files: dict[str, bytes] = {}
+    directories = [MANIFESTS_ROOT]
+    for profile in profiles:
+        base = f"{MANIFESTS_ROOT}/{profile.name}"
+        directories.append(base)
+        files[f"{base}/manifests.yaml"] = profile.manifests.encode()
+        files[f"{base}/metadata.yaml"] = profile.metadata
+    tar = _tar(directories, files)
     layer = _gzip(tar)
     config = _json(
         {
@@ -224,6 +285,7 @@ def stage(
     provider: ProviderRecord,
     image: BuiltImage,
     tags: TagAnswers,
+    profiles: Sequence[ImageProfile] = (),
 ) -> Staged:
     """The blobs of ``image`` its repository lacks, each asked for and its session
     opened in one request (``find_or_start``), as the images' are; the manifest is left
@@ -241,6 +303,9 @@ def stage(
         provider.version,
         f"{target.host}/{repository}@{digest}",
         install_order(provider),
+        tuple(
+            (p.name, p.install_order) for p in profiles if p.name != PROFILE or len(profiles) > 1
+        ),
     )
     if tags.get((repository, provider.version)) == digest:
         return Staged(published, None)
@@ -319,10 +384,11 @@ def stage_all(
     budget = ByteBudget(PUBLISH_BYTES)
 
     def one(provider: RewrittenProvider) -> Staged:
-        release = budget.hold(len(provider.components))
+        profiles = image_profiles(provider)
+        release = budget.hold(sum(len(p.manifests) for p in profiles))
         try:
-            image = build_image(provider.components, metadata_yaml(provider.record))
-            return stage(registry, target, provider.record, image, tags)
+            image = build_image(profiles)
+            return stage(registry, target, provider.record, image, tags, profiles)
         finally:
             release()
 
@@ -340,14 +406,16 @@ def ref_accepted(reference: str) -> bool:
 
 
 def component_list(published: Sequence[Published]) -> bytes:
-    """The ``components`` of a ClusterAPI revision: each image by digest with its
-    profile, in install order (then type and name, so the order is stable)."""
-    ordered = sorted(published, key=lambda p: (p.install_order, p.provider.type, p.provider.name))
+    """The ``components`` of a ClusterAPI revision: each image by digest with each of
+    its profiles, one component each, in install order (then type, name and profile,
+    so the order is stable)."""
+    ordered = [(order, item, profile) for item in published for order, profile in item.components()]
+    ordered.sort(key=lambda c: (c[0], c[1].provider.type, c[1].provider.name, c[2]))
     lines = [
         "# The components of an OpenShift ClusterAPI revision (operator.openshift.io/v1alpha1,",
         "# status.revisions[].components), installed in this order. Written by airgap import.",
     ]
-    refused = [item.reference for item in ordered if not ref_accepted(item.reference)]
+    refused = [item.reference for _, item, _ in ordered if not ref_accepted(item.reference)]
     if refused:
         host = refused[0].split("/", 1)[0]
         why = (
@@ -362,11 +430,11 @@ def component_list(published: Sequence[Published]) -> bytes:
     if len(ordered) > MAX_COMPONENTS:
         lines.append(f"# NOTE: a revision holds at most {MAX_COMPONENTS} components.")
     lines.append("components:")
-    for item in ordered:
+    for _, item, profile in ordered:
         lines += [
             "- type: Image",
             "  image:",
             f"    ref: {_scalar(item.reference)}",
-            f"    profile: {PROFILE}",
+            f"    profile: {_scalar(profile)}",
         ]
     return ("\n".join(lines) + "\n").encode()

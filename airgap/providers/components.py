@@ -92,13 +92,14 @@ class Components:
         return find_variables(self.text)
 
 
-def parse_components(text: str, source: str) -> Components:
+def parse_components(text: str, source: str, *, unique: bool = False) -> Components:
     """Parse a components file once. ``source`` (a file or URL) only serves messages.
 
     Raises InputError (one line naming ``source``) for a file above
     MAX_COMPONENTS_BYTES, malformed or unbounded YAML (with line and column), an image
     that needs a variable without a default (naming document and variable) and an
-    invalid image reference.
+    invalid image reference; with ``unique`` (collect), for an object defined twice
+    (``ObjectIndex``).
     """
     if utf8_length(text, MAX_COMPONENTS_BYTES) > MAX_COMPONENTS_BYTES:
         raise InputError(
@@ -107,7 +108,8 @@ def parse_components(text: str, source: str) -> Components:
     containers: list[ContainerImage] = []
     namespaces: list[object] = []
     deployments: list[tuple[str, list[Any]]] = []
-    for document in iter_documents(text, source, kinds=_KINDS):
+    seen = ObjectIndex(source).add if unique else None
+    for document in iter_documents(text, source, kinds=_KINDS, on_document=seen):
         if not isinstance(document, dict):
             continue
         if document.get("kind") == "Namespace":
@@ -121,6 +123,46 @@ def parse_components(text: str, source: str) -> Components:
             image = _resolve_image(raw, source, where)
             containers.append(ContainerImage(kind, name, key, label, str(raw), image))
     return Components(source, text, tuple(containers), tuple(namespaces), tuple(deployments))
+
+
+class ObjectIndex:
+    """Which object each document of a components file defines, by line: the same
+    (API group, kind, namespace, name) twice is refused naming both lines. clusterctl
+    and the operator apply the documents in order, so the last one would silently win
+    (two profiles of an image concatenated: a cluster that asked for nothing got the
+    tech-preview Deployment)."""
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._lines: dict[tuple[str, str, str, str], int] = {}
+
+    def add(self, line: int, document: Any) -> None:
+        key = object_key(document)
+        if key is None:
+            return
+        first = self._lines.setdefault(key, line)
+        if first != line:
+            group, kind, namespace, name = key
+            what = f"{kind} {namespace + '/' if namespace else ''}{name}"
+            raise InputError(
+                f"{self._source}:{line}: {shown(what)} ({group or 'core'} API group) is "
+                f"defined twice, at lines {first} and {line}: it would be applied twice, "
+                "the last one winning"
+            )
+
+
+def object_key(document: Any) -> tuple[str, str, str, str] | None:
+    """(API group, kind, namespace, name) of a document defining a named object."""
+    if not isinstance(document, dict):
+        return None
+    kind, api = document.get("kind"), document.get("apiVersion")
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not (isinstance(kind, str) and kind and isinstance(name, str) and name):
+        return None
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    group = api.rpartition("/")[0] if isinstance(api, str) else ""
+    return group, kind, namespace if isinstance(namespace, str) else "", name
 
 
 def deployment_containers(document: Any) -> tuple[str, list[Any]] | None:

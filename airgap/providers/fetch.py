@@ -43,6 +43,8 @@ class FetchedProvider:
     release: ReleaseSource | None = field(default=None, compare=False, repr=False)
     # set for a provider read from its image's /capi-operator-manifests (imagesource)
     image_source: ProviderImageInfo | None = None
+    # and each profile carried apart: profiles/NAME/metadata.yaml, manifests.yaml
+    profile_files: tuple[Path, ...] = ()
 
 
 def fetch_provider(spec: ProviderSpec, dest_root: Path, client: httpx.Client) -> FetchedProvider:
@@ -117,6 +119,7 @@ def read_release(release: DownloadedRelease) -> FetchedProvider:
         components = parse_components(
             _read(release.components_path),
             f"{release.components_file} of {who} {version} from {source.url}",
+            unique=True,
         )
     return FetchedProvider(
         name=spec.name,

@@ -9,6 +9,12 @@ the provider as a clusterctl release would look (``metadata.yaml`` and the compo
 file under ``providers/LABEL/VERSION/``), so verify, import, the operator ConfigMaps and
 the clusterctl repository treat it like any other provider, and carries the image.
 
+A profile is an alternative set of manifests (its metadata.yaml says when it is
+installed), never a part of one whole: the components file is exactly one profile (the
+spec's ``clusterctlProfile``, else ``default``), and every selected profile is also
+written apart (``profiles/NAME/metadata.yaml`` and ``manifests.yaml`` beside it) for the
+OpenShift output, which lists each as its own component.
+
 The image format's metadata.yaml has no ``releaseSeries``, so the contract is, in order:
 the spec entry's ``contract``, the metadata's ``attributes.contract``, or the newest
 Cluster API contract label (``cluster.x-k8s.io/v1beta2: ...``) on the manifests' CRDs
@@ -44,6 +50,7 @@ from airgap.registry.client import Registry
 MANIFESTS_DIR = "capi-operator-manifests"
 MANIFESTS_FILE = "manifests.yaml"
 DEFAULT_PROFILE = "default"
+PROFILES_DIR = "profiles"  # providers/LABEL/VERSION/profiles/NAME/{metadata,manifests}.yaml
 DEFAULT_PLATFORMS = ("linux/amd64",)
 PROVIDER_NAME_PREFIX = "cluster-api-provider-"
 # the ClusterAPI resource's rule for a profile name (operator.openshift.io/v1alpha1)
@@ -74,11 +81,12 @@ class ProfileMetadata:
 @dataclass(frozen=True)
 class Profile:
     """One profile directory of a provider image's ``/capi-operator-manifests``: its
-    metadata and its manifests' text."""
+    metadata (parsed, and its text as read) and its manifests' text."""
 
     name: str
     metadata: ProfileMetadata
     manifests: str
+    metadata_text: str = ""
 
 
 def parse_profile_metadata(text: str, source: str) -> ProfileMetadata:
@@ -162,15 +170,39 @@ def select_profiles(
                 kind = image.kind_of(f"{base}/{filename}")
                 why = f"is a {kind}, not a file" if kind else "is missing"
                 raise AirgapError(f"{what}: /{base}/{filename} {why}")
-        metadata = parse_profile_metadata(
-            utf8_text(files[f"{base}/{METADATA_FILE}"], f"{what}: /{base}/{METADATA_FILE}"),
-            f"{what}: /{base}/{METADATA_FILE}",
+        metadata_text = utf8_text(
+            files[f"{base}/{METADATA_FILE}"], f"{what}: /{base}/{METADATA_FILE}"
         )
+        metadata = parse_profile_metadata(metadata_text, f"{what}: /{base}/{METADATA_FILE}")
         manifests = utf8_text(
             files[f"{base}/{MANIFESTS_FILE}"], f"{what}: /{base}/{MANIFESTS_FILE}"
         )
-        profiles.append(Profile(name, metadata, manifests))
+        profiles.append(Profile(name, metadata, manifests, metadata_text))
     return profiles
+
+
+def clusterctl_profile(profiles: list[Profile], asked: str | None, what: str) -> Profile:
+    """The one profile the operator and clusterctl outputs install: the one the spec
+    asks for, else ``default``, else the only one carried. A profile is an alternative
+    set of manifests (its metadata.yaml says when it is installed), never a part of
+    one whole: two concatenated would define the same objects twice."""
+    by_name = {profile.name: profile for profile in profiles}
+    if asked is not None:
+        if asked not in by_name:
+            raise InputError(
+                f"{what}: clusterctlProfile {shown(asked)} is not among the profiles "
+                f"carried ({', '.join(by_name)})"
+            )
+        return by_name[asked]
+    if DEFAULT_PROFILE in by_name:
+        return by_name[DEFAULT_PROFILE]
+    if len(profiles) == 1:
+        return profiles[0]
+    raise InputError(
+        f"{what}: profiles {shown(profiles[0].name)} and {shown(profiles[1].name)} but no "
+        "'default': the operator and clusterctl outputs install one profile: set "
+        "clusterctlProfile: in the spec entry"
+    )
 
 
 def contract_from_manifests(text: str) -> str | None:
@@ -194,16 +226,6 @@ def substitute_self(manifests: str, self_image_ref: str | None, image: str) -> s
     """What the installer installs: every ``selfImageRef`` replaced by the image read
     (a plain substitution, as ``strings.NewReplacer`` there)."""
     return manifests.replace(self_image_ref, image) if self_image_ref else manifests
-
-
-def joined_manifests(profiles: list[Profile], image: str) -> str:
-    """The components file: each profile's manifests with the image substituted, in
-    profile order, as one multi-document YAML."""
-    parts: list[str] = []
-    for profile in profiles:
-        text = substitute_self(profile.manifests, profile.metadata.self_image_ref, image)
-        parts.append(text if text.endswith("\n") else text + "\n")
-    return "---\n".join(parts)
 
 
 def release_metadata(version: str, contract: str) -> str:
@@ -282,7 +304,8 @@ def fetch_image_provider(
     with phases.timed("providers/image"):
         pinned, files = read_image(pool, reference, platforms, what)
     profiles = select_profiles(files, spec.profiles, what)
-    first = profiles[0].metadata
+    chosen = clusterctl_profile(profiles, spec.clusterctl_profile, what)
+    first = chosen.metadata
     name = spec.name or provider_name(first.name)
     problem = provider_name_problem(name)
     if problem:
@@ -291,7 +314,10 @@ def fetch_image_provider(
     version = _agreeing(spec.version, first.attributes.get("version"), "version", what)
     if version_problem(version) or try_parse(version) is None:
         raise InputError(f"{what}: version {shown(version)} is not a release version like v2.8.1")
-    components = joined_manifests(profiles, pinned)
+    texts = {
+        p.name: substitute_self(p.manifests, p.metadata.self_image_ref, pinned) for p in profiles
+    }
+    components = texts[chosen.name]
     contract = (
         spec.contract or first.attributes.get("contract") or contract_from_manifests(components)
     )
@@ -308,8 +334,12 @@ def fetch_image_provider(
     components_path = directory / ptype.components_file
     metadata_path.write_text(release_metadata(version, contract), encoding="utf-8")
     components_path.write_text(components, encoding="utf-8")
-    parsed = parse_components(components, f"/{MANIFESTS_DIR} of {what}")
-    images = list(dict.fromkeys([pinned, *parsed.images]))
+    images = [pinned]
+    profile_files: list[Path] = []
+    for profile in profiles:
+        source = f"/{MANIFESTS_DIR}/{profile.name}/{MANIFESTS_FILE} of {what}"
+        images += parse_components(texts[profile.name], source, unique=True).images
+        profile_files += _write_profile(directory, profile, texts[profile.name])
     return FetchedProvider(
         name=name,
         type=ptype,
@@ -319,10 +349,11 @@ def fetch_image_provider(
         source=f"image://{pinned}",
         metadata_path=metadata_path,
         components_path=components_path,
-        images=images,
+        images=list(dict.fromkeys(images)),
         image_source=ProviderImageInfo(
             reference=pinned,
             profiles=tuple(p.name for p in profiles),
+            clusterctl_profile=chosen.name,
             name=first.name,
             attribute_type=first.attributes.get("type"),
             attribute_version=first.attributes.get("version"),
@@ -330,7 +361,19 @@ def fetch_image_provider(
             ocp_platform=first.ocp_platform,
             self_image_ref=first.self_image_ref,
         ),
+        profile_files=tuple(profile_files),
     )
+
+
+def _write_profile(directory: Path, profile: Profile, manifests: str) -> list[Path]:
+    """``profiles/NAME/metadata.yaml`` (as the image holds it) and ``manifests.yaml``
+    (``selfImageRef`` substituted) beside the components: each profile carried apart,
+    as the OpenShift installer reads it. NAME is a checked profile name, one path part."""
+    base = directory / PROFILES_DIR / profile.name
+    base.mkdir(parents=True, exist_ok=True)
+    (base / METADATA_FILE).write_text(profile.metadata_text, encoding="utf-8")
+    (base / MANIFESTS_FILE).write_text(manifests, encoding="utf-8")
+    return [base / METADATA_FILE, base / MANIFESTS_FILE]
 
 
 def _provider_type(spec: ImageProviderSpec, metadata: ProfileMetadata, what: str) -> ProviderType:

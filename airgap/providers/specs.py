@@ -29,12 +29,15 @@ class ProviderSpec:
 @dataclass(frozen=True)
 class ImageProviderSpec:
     """A provider whose manifests ship inside its image (OpenShift's
-    ``/capi-operator-manifests/PROFILE/``): the image, the profiles to read (None: all
-    of them) and what the spec says about the provider, each None when the image's
-    metadata.yaml is to say it. ``line`` names the spec entry in messages."""
+    ``/capi-operator-manifests/PROFILE/``): the image, the profiles to carry (None: all
+    of them), the one profile the operator and clusterctl outputs install (None:
+    ``default``, or the only one carried) and what the spec says about the provider,
+    each None when the image's metadata.yaml is to say it. ``where`` names the spec
+    entry in messages."""
 
     image: str
     profiles: tuple[str, ...] | None = None
+    clusterctl_profile: str | None = None
     name: str | None = None
     type: ProviderType | None = None
     version: str | None = None
@@ -45,10 +48,11 @@ class ImageProviderSpec:
 @dataclass(frozen=True)
 class ProviderImageInfo:
     """Where an image-based provider's manifests came from, and what its profiles'
-    metadata.yaml said (the first selected profile's: ``default`` when read)."""
+    metadata.yaml said (the clusterctl profile's: ``default`` when read)."""
 
     reference: str  # the image read, by digest: registry/repository@sha256:...
     profiles: tuple[str, ...]
+    clusterctl_profile: str  # the profile the components file is
     name: str  # metadata.yaml name, e.g. cluster-api-provider-aws
     attribute_type: str | None
     attribute_version: str | None

@@ -7,6 +7,7 @@ emits are exactly those an import produces: the digests in the target equal the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,18 @@ from airgap.rewrite.mapping import Mapping
 
 if TYPE_CHECKING:
     from airgap.providers.components import Components
+    from airgap.providers.imagesource import ProfileMetadata
     from airgap.verify.bundle import VerifiedBundle
+
+
+@dataclass(frozen=True)
+class RewrittenProfile:
+    """One profile an image-based provider carries apart: its manifests rewritten as
+    the components are, and its metadata.yaml as the image held it."""
+
+    name: str
+    manifests: str
+    metadata: ProfileMetadata
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,9 @@ class RewrittenProvider:
     components: str  # rewritten text
     metadata: str
     parsed: Components  # the rewritten text, parsed once: images, containers, Namespace
+    # each profile of an image-based provider, carried apart (none: a release provider,
+    # or a bundle written before profiles were carried apart)
+    profiles: tuple[RewrittenProfile, ...] = ()
 
 
 def rewrite_providers(
@@ -71,18 +86,24 @@ def _rewrite_providers(
     targets = {str(m.target) for m in mappings} | {
         m.pinned(digests[str(m.source)]) for m in mappings
     }
-    rewritten = []
-    for record in manifest.providers:
-        text = utf8_text(bundle.read(record.components), record.components, InputError)
+
+    def rewritten_text(path: str) -> tuple[str, Components]:
+        text = utf8_text(bundle.read(path), path, InputError)
         new_text, _ = rewrite_images(text, lookup)
         # verify parsed the bundle's text already: what fails here is the rewrite's
-        parsed = parse_components(new_text, f"{record.components} (rewritten)")
+        parsed = parse_components(new_text, f"{path} (rewritten)")
         leftover = [i for i in parsed.images if i not in targets]
         if leftover:
             raise AirgapError(
-                f"{record.components}: could not rewrite image {leftover[0]} "
+                f"{path}: could not rewrite image {leftover[0]} "
                 "(not in the bundle, or written in a YAML style airgap cannot edit in place)"
             )
+        return new_text, parsed
+
+    rewritten = []
+    for record in manifest.providers:
+        new_text, parsed = rewritten_text(record.components)
+        profiles = _rewritten_profiles(bundle, record, rewritten_text)
         rewritten.append(
             RewrittenProvider(
                 record,
@@ -90,6 +111,30 @@ def _rewrite_providers(
                 new_text,
                 utf8_text(bundle.read(record.metadata), record.metadata, InputError),
                 parsed,
+                profiles,
             )
         )
     return rewritten
+
+
+def _rewritten_profiles(
+    bundle: VerifiedBundle,
+    record: ProviderRecord,
+    rewritten_text: Callable[[str], tuple[str, Components]],
+) -> tuple[RewrittenProfile, ...]:
+    """The profiles an image-based provider carries apart (``profileFiles``: metadata
+    then manifests, per profile), each rewritten; none for any other provider."""
+    image = record.image
+    if image is None or not image.profile_files:
+        return ()
+    from airgap.providers.imagesource import parse_profile_metadata
+
+    files = image.profile_files
+    profiles = []
+    for name, metadata_path, manifests_path in zip(
+        image.profiles, files[0::2], files[1::2], strict=True
+    ):
+        text = utf8_text(bundle.read(metadata_path), metadata_path, InputError)
+        metadata = parse_profile_metadata(text, metadata_path)
+        profiles.append(RewrittenProfile(name, rewritten_text(manifests_path)[0], metadata))
+    return tuple(profiles)

@@ -26,7 +26,7 @@ from airgap.bundle.format import (
 from airgap.errors import AirgapError, InputError
 from airgap.jsonsafe import Fields
 from airgap.limits import MAX_MANIFEST_BYTES, MAX_METADATA_BYTES
-from airgap.names import digest_problem
+from airgap.names import digest_problem, shown
 from airgap.oci import (
     INDEX_TYPES,
     OCI_INDEX,
@@ -408,6 +408,7 @@ def check_providers(
     for provider in manifest.providers:
         failures.extend(_check_provider(provider, read, present, files))
         failures.extend(_check_provider_image(provider))
+        failures.extend(_check_profile_files(provider, read, present))
         for image in provider.images:
             if image not in listed:
                 failures.append(
@@ -452,6 +453,47 @@ def _check_provider_image(provider: ProviderRecord) -> list[Failure]:
         if not _PROFILE_RE.fullmatch(name)
     ]
     return [Failure("provider", _name(provider), problem) for problem in problems]
+
+
+PROFILES_DIR = "profiles"  # as providers.imagesource writes them
+PROFILE_FILES = ("metadata.yaml", "manifests.yaml")
+
+
+def _check_profile_files(
+    provider: ProviderRecord, read: ReadMember, present: Mapping[str, int]
+) -> list[Failure]:
+    """Each profile an image-based provider carries is there apart, where collect
+    writes it (``profiles/NAME/metadata.yaml`` and ``manifests.yaml`` beside the
+    components), its metadata parses, and the components file is one of them. A bundle
+    written before profiles were carried apart has neither key: nothing to check."""
+    image = provider.image
+    if image is None or (not image.profile_files and image.clusterctl_profile is None):
+        return []
+    directory = f"{PROVIDERS_DIR}/{provider.label}/{provider.version}/{PROFILES_DIR}"
+    expected = [f"{directory}/{name}/{file}" for name in image.profiles for file in PROFILE_FILES]
+    if image.profile_files != expected:
+        return [Failure("provider", _name(provider), f"its profile files are not {expected}")]
+    if image.clusterctl_profile not in image.profiles:
+        return [
+            Failure(
+                "provider",
+                _name(provider),
+                f"its clusterctl profile {shown(image.clusterctl_profile)} is not carried",
+            )
+        ]
+    from airgap.providers.imagesource import parse_profile_metadata
+
+    for path in expected:
+        if path not in present:
+            return [Failure("provider", _name(provider), f"{path} is not in the bundle")]
+        if path.endswith(PROFILE_FILES[0]):
+            if present[path] > MAX_METADATA_BYTES:
+                return [Failure("provider", _name(provider), f"{path} is implausibly large")]
+            try:
+                parse_profile_metadata(read(path).decode(), path)
+            except (InputError, UnicodeDecodeError) as exc:
+                return [Failure("provider", _name(provider), f"metadata does not parse: {exc}")]
+    return []
 
 
 def _check_provider(

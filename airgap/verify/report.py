@@ -364,6 +364,7 @@ def provider_image_json(image: ProviderImageRecord) -> dict[str, Any]:
         "installOrder": image.install_order,
     }
     for key, value in (
+        ("clusterctlProfile", image.clusterctl_profile),
         ("type", image.attribute_type),
         ("version", image.attribute_version),
         ("ocpPlatform", image.ocp_platform),
@@ -371,6 +372,8 @@ def provider_image_json(image: ProviderImageRecord) -> dict[str, Any]:
     ):
         if value is not None:
             document[key] = value
+    if image.profile_files:
+        document["profileFiles"] = image.profile_files
     return document
 
 
