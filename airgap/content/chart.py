@@ -22,6 +22,7 @@ from airgap.yamlload import load_first
 __all__ = ["Chart", "Dependency", "read_chart"]
 
 CHART_FILE = "Chart.yaml"
+VALUES_FILE = "values.yaml"
 MAX_SUBCHART_DEPTH = 3
 
 
@@ -92,6 +93,11 @@ def _metadata(files: dict[str, str], source: str) -> dict[Any, Any]:
 
 def _parse(chart: _Unpacked, depth: int) -> Chart:
     metadata = _metadata(chart.files, chart.source)
+    if VALUES_FILE in chart.files:
+        # read only to refuse what Kubernetes would: Helm's Go YAML passes a language
+        # tag (!!python/object/...) through as a plain value; the bounded path refuses
+        # any tag outside the core schema at its line
+        _yaml(chart.files, VALUES_FILE, chart.source)
     app_version = metadata.get("appVersion")
     vendored = {sub.name for sub in (_parse(s, depth + 1) for s in _vendored(chart, depth))}
     return Chart(
@@ -223,14 +229,14 @@ def _chart_files(data: bytes, source: str) -> tuple[dict[str, str], dict[str, by
 
 
 def _wanted(path: str) -> str | None:
-    """``text`` for a Chart.yaml (the chart's or a vendored subchart's), ``package``
-    for a vendored chart package."""
+    """``text`` for a Chart.yaml or values.yaml (the chart's or a vendored subchart's),
+    ``package`` for a vendored chart package."""
     parts = path.split("/")
     while len(parts) > 2 and parts[0] == "charts":  # a vendored subchart directory
         parts = parts[2:]
     if len(parts) == 2 and parts[0] == "charts" and parts[1].endswith(".tgz"):
         return "package"
-    if parts == [CHART_FILE]:
+    if parts in ([CHART_FILE], [VALUES_FILE]):
         return "text"
     return None
 
