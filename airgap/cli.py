@@ -1399,8 +1399,7 @@ def serve(
     def log(line: str) -> None:
         click.echo(f"airgap: serve: {printable(scrub(line))}", err=True)
 
-    try:
-        run_serve(verified, address, tls=tls, log=log if access_log else None, ready=ready)
-    except interrupt.Interrupted:  # how a server is stopped: not an error
-        click.echo(f"airgap: stopped serving ({interrupt.signal_name()})", err=True)
+    run_serve(verified, address, tls=tls, log=log if access_log else None, ready=ready)
+    # how a server is stopped: not an error
+    click.echo(f"airgap: stopped serving ({interrupt.signal_name()})", err=True)
     return 0

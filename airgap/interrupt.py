@@ -8,6 +8,13 @@ without waiting for the workers. Every temporary path is also registered here
 (``track``), and a watchdog started by the first signal removes whatever is still
 registered and ends the process after ``GRACE_SECONDS`` even if the unwinding itself
 got stuck; a second signal does that at once.
+
+A server is different: a signal is how it is meant to stop, and an exception raised at
+whatever bytecode the main thread happens to be on can land inside library code that
+catches and drops it (socketserver hands what ``process_request`` raises to
+``handle_error``), leaving the server running until the watchdog kills it. So
+``serve`` asks for the signal as a request instead (``stop_requests``): the handler
+calls the server's own shutdown and the serving loop returns cleanly.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -30,6 +37,7 @@ _lock = threading.Lock()
 _temporaries: dict[Path, bool] = {}  # path -> is a directory
 _received: list[int] = []
 _finishing = threading.Lock()
+_stop_request: list[Callable[[], None]] = []  # set by stop_requests: ask, do not raise
 
 
 def track(path: Path, *, directory: bool = False) -> None:
@@ -84,8 +92,30 @@ def _on_signal(number: int, frame: FrameType | None) -> None:
     if _received:
         finish()  # a second signal: no more waiting
     _received.append(number)
+    if _stop_request:  # a server: its loop ends by itself; a second signal still finishes
+        _stop_request[0]()
+        return
     threading.Thread(target=_watchdog, name="airgap-interrupt", daemon=True).start()
     raise Interrupted
+
+
+@contextlib.contextmanager
+def stop_requests(stop: Callable[[], None]) -> Iterator[None]:
+    """For the block, SIGINT and SIGTERM call ``stop`` (which must not block: the
+    handler runs on the main thread) instead of raising ``Interrupted``; a signal
+    received before the block is raised at its start."""
+    _stop_request.append(stop)
+    try:
+        if _received:
+            raise Interrupted
+        yield
+    finally:
+        _stop_request.clear()
+
+
+def received() -> bool:
+    """Whether SIGINT or SIGTERM has been received."""
+    return bool(_received)
 
 
 def _watchdog() -> None:

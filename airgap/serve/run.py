@@ -9,9 +9,11 @@ straight from the tar or its parts (``airgap.serve.server``).
 from __future__ import annotations
 
 import ssl
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from airgap import interrupt
 from airgap.bundle.format import IMAGES_DIR
 from airgap.errors import AirgapError, InputError
 from airgap.inputfile import check_small
@@ -69,13 +71,20 @@ def serve(
     log: Callable[[str], None] | None = None,
     ready: Callable[[RegistryServer], None] = lambda server: None,
 ) -> None:
-    """Serve ``bundle`` on ``listen`` until interrupted (Ctrl-C, SIGTERM)."""
+    """Serve ``bundle`` on ``listen`` until Ctrl-C or SIGTERM asks it to stop (then it
+    returns; a second signal ends the process at once)."""
     content = content_of(bundle)
     try:
         server = RegistryServer(listen, content, tls=tls, log=log)
     except OSError as exc:
         host, port = listen
         raise AirgapError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    with server:
+
+    # a signal asks the loop to end (from a thread of its own: shutdown waits for it)
+    # rather than raising into whatever the main thread is running
+    def stop() -> None:
+        threading.Thread(target=server.shutdown, name="serve-stop", daemon=True).start()
+
+    with server, interrupt.stop_requests(stop):
         ready(server)
         server.serve_forever(poll_interval=0.5)

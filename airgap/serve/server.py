@@ -130,6 +130,7 @@ class RegistryServer(ThreadingHTTPServer):
                 self.socket, server_side=True, do_handshake_on_connect=False
             )
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._stopping = threading.Event()
         self._per_client: dict[str, int] = {}
         self._per_client_lock = threading.Lock()
 
@@ -151,13 +152,29 @@ class RegistryServer(ThreadingHTTPServer):
                 self.log(f"{client} refused: {MAX_CONNECTIONS_PER_CLIENT} connections held")
             self.shutdown_request(request)
             return
-        self._slots.acquire()  # at the cap, accepting waits for a connection to end
+        if not self._take_slot():  # stopping while every slot is held
+            self.shutdown_request(request)
+            self._left(client)
+            return
         try:
             super().process_request(request, client_address)
-        except BaseException:
+        except RuntimeError:  # no thread was started: nothing else gives the slot back
             self._slots.release()
             self._left(client)
             raise
+
+    def _take_slot(self) -> bool:
+        """A connection slot; at the cap, accepting waits for a connection to end, or
+        gives up (False) once the server is asked to stop."""
+        while not self._slots.acquire(timeout=0.5):
+            if self._stopping.is_set():
+                return False
+        return True
+
+    def shutdown(self) -> None:
+        """Stop the serving loop (from another thread), a wait for a slot included."""
+        self._stopping.set()
+        super().shutdown()
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
