@@ -165,6 +165,16 @@ def _hostile(manifest: BundleManifest) -> BundleManifest:
         source=HOSTILE_SCRIPT,
         files=[],
         warnings=[f"description: {HOSTILE_SCRIPT}{HOSTILE_IMG}"],
+        render=json.dumps(
+            {
+                "values": {"note": HOSTILE_SCRIPT},
+                "namespace": "default",
+                "kubeVersion": "v1.34.1",
+                "releaseName": f"r{HOSTILE_IMG}",
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        ),
     )
     return dataclasses.replace(
         manifest,
@@ -199,6 +209,10 @@ def test_hostile_names_are_shown_as_text_in_chromium(
     assert "\u202e" not in loaded.dom and "\\u202eexe.txt" in dom.by_id("provider-0").text
     chart = dom.find_all("tr", id=f"content-{len(document['contents']) - 1}")[0]
     assert HOSTILE_IMG in chart.text
+    # the chart's values and render settings, as signed: their digest, release, version
+    digest = document["contents"][-1]["valuesDigest"]
+    assert digest.startswith("sha256:") and f"values {digest}" in chart.text
+    assert f"release r{HOSTILE_IMG}" in chart.text and "Kubernetes v1.34.1" in chart.text
     warnings = dom.by_id("warnings-table").text
     assert HOSTILE_SCRIPT in warnings and HOSTILE_IMG in warnings
 

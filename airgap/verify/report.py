@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -234,6 +235,12 @@ def inventory_json(manifest: BundleManifest) -> dict[str, Any]:
                 "warnings": c.warnings,
                 **({"provenance": c.provenance} if c.provenance else {}),
                 **({"render": _render_json(c.render)} if c.render is not None else {}),
+                # the chart's values and render settings as signed: one digest to pin
+                **(
+                    {"valuesDigest": f"sha256:{hashlib.sha256(c.render.encode()).hexdigest()}"}
+                    if c.render is not None
+                    else {}
+                ),
             }
             for c in manifest.contents
         ],

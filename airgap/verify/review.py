@@ -329,6 +329,7 @@ def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Marku
                 )
                 for f in c["files"]
             ),
+            *_render_items(c),
             class_="files",
         )
         rows.append(
@@ -345,6 +346,32 @@ def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Marku
         )
     headers = ["Kind", "Name", "Version", "Source", "Files", "Images"]
     return _table("contents-table", headers, rows)
+
+
+def _render_items(content: Mapping[str, Any]) -> list[_Markup]:
+    """A chart's values and render settings, as signed: their digest, and what Helm
+    was told the release and the cluster are."""
+    render = content.get("render")
+    if not isinstance(render, dict):
+        return []
+    settings = ", ".join(
+        f"{label} {render[key]}"
+        for key, label in (
+            ("releaseName", "release"),
+            ("namespace", "namespace"),
+            ("kubeVersion", "Kubernetes"),
+        )
+        if isinstance(render.get(key), str)
+    )
+    return [
+        _el(
+            "li",
+            "values ",
+            _el("span", str(content.get("valuesDigest", "")), class_="digest"),
+            f" ({settings})" if settings else "",
+            class_="values",
+        )
+    ]
 
 
 def _signature_checks(document: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
