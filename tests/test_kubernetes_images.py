@@ -10,6 +10,8 @@ release.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,20 +121,45 @@ def test_builtin_table_is_the_fixtures_constants() -> None:
         assert kubeadm_images(tag, BUILTIN[int(tag.split(".")[1])]) == KUBEADM_LISTS[tag]
 
 
+# run with no network at all (a network namespace of its own, loopback down): the
+# source's URL is a live-looking one, so any request would fail the run
+_OFFLINE = """
+import sys
+from pathlib import Path
+import httpx
+from airgap.content.kubesource import KubeadmSource, fetch_kubeadm_images
+with httpx.Client(timeout=5) as client:
+    source = KubeadmSource("https://127.0.0.1:9/k8s", client, offline=True)
+    files, images, origin = fetch_kubeadm_images(source, "v1.33.4", Path(sys.argv[1]))
+print(origin)
+print(",".join(f.name for f in files))
+print("\\n".join(images))
+"""
+
+
 def test_offline_source_reads_nothing_and_says_so(tmp_path: Path) -> None:
-    with httpx.Client(transport=httpx.MockTransport(_refuse)) as client:
-        source = KubeadmSource("https://unused.invalid/k8s", client, offline=True)
-        files, images, origin = fetch_kubeadm_images(source, "v1.33.4", tmp_path)
+    if not _network_namespaces():
+        pytest.skip("needs unshare -n (root or user namespaces)")
+    result = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", _OFFLINE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    origin, names, *images = result.stdout.splitlines()
     assert origin == BUILTIN_SOURCE
-    assert [f.name for f in files] == [IMAGES_FILE]
+    assert names == IMAGES_FILE
     assert images[0] == "registry.k8s.io/kube-apiserver:v1.33.4"
     assert images[-1] == "registry.k8s.io/etcd:3.5.21-0"
     with pytest.raises(InputError, match="built-in table .* knows v1.31, v1.32, v1.33, v1.34"):
         builtin_constants("v1.29.3")
 
 
-def _refuse(request: httpx.Request) -> httpx.Response:
-    raise AssertionError(f"an offline collect made a request: {request.url}")
+def _network_namespaces() -> bool:
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False, timeout=30)
+    return probe.returncode == 0
 
 
 def test_etcd_follows_kubeadm_fallbacks() -> None:
