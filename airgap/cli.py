@@ -1016,17 +1016,17 @@ def status(
     artifact (signatures, charts, manifests images, OCI provider artifacts) of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
     when Available and not Degraded, 1 otherwise."""
-    from airgap.importing.importer import ImportOptions, status_and_have
+    from airgap.importing.importer import status_and_have
     from airgap.importing.status import status_text
 
-    connection["plain_http"] = _plain_http(registry, connection["plain_http"])
-    options = ImportOptions(
-        target=parse_target(registry, max_path_depth),
-        keep_registry=keep_source_registry,
-        pin=not no_pin,
-        provider_source=provider_source,
-        concurrency=concurrency,
-        **_connection(**connection),
+    options = _registry_options(
+        registry,
+        max_path_depth,
+        keep_source_registry,
+        no_pin,
+        provider_source,
+        concurrency,
+        connection,
     )
     if export_have is not None:
         from airgap.fsutil import require_directory_of
@@ -1097,6 +1097,29 @@ def _import_options(
         keep_going=keep_going,
         variables=VariableValues.from_sources(file_values, os.environ),
         output_location=output_location.absolute() if output_location else None,
+        **_connection(**connection),
+    )
+
+
+def _registry_options(
+    registry: str,
+    max_path_depth: int | None,
+    keep_source_registry: bool,
+    no_pin: bool,
+    provider_source: str,
+    concurrency: int,
+    connection: dict[str, Any],
+) -> ImportOptions:
+    """Where and how status and prune reach the target registry: as import does."""
+    from airgap.importing.importer import ImportOptions
+
+    connection["plain_http"] = _plain_http(registry, connection["plain_http"])
+    return ImportOptions(
+        target=parse_target(registry, max_path_depth),
+        keep_registry=keep_source_registry,
+        pin=not no_pin,
+        provider_source=provider_source,
+        concurrency=concurrency,
         **_connection(**connection),
     )
 
@@ -1226,16 +1249,14 @@ def prune(
     stages: without --apply, list them with the bytes they hold and write a plan
     (nothing changes); with --apply PLAN.json, delete exactly those, re-checking each.
     Blobs are never deleted: run the registry's garbage collection afterwards."""
-    from airgap.importing.importer import ImportOptions
-
-    connection["plain_http"] = _plain_http(registry, connection["plain_http"])
-    options = ImportOptions(
-        target=parse_target(registry, max_path_depth),
-        keep_registry=keep_source_registry,
-        pin=not no_pin,
-        provider_source=provider_source,
-        concurrency=concurrency,
-        **_connection(**connection),
+    options = _registry_options(
+        registry,
+        max_path_depth,
+        keep_source_registry,
+        no_pin,
+        provider_source,
+        concurrency,
+        connection,
     )
     if plan_file is not None:
         if keep_bundles or keep_have or output:
