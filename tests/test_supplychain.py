@@ -1035,7 +1035,7 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
             }
         ).encode(): "its kindVersion a 'dsse'",
         json.dumps(keyless).encode(): "the Sigstore bundle's certificate is not DER",
-        json.dumps(late).encode(): "was not valid when the signature was logged",
+        json.dumps(late).encode(): "root when the signature was logged (2024-05-01T13:00:00Z)",
     }
     for data, reason in hostile.items():
         with pytest.raises(Rejected) as raised:
