@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
@@ -143,7 +144,28 @@ TAMPERED = {
     "untrusted": "does not chain to a trusted Fulcio root",
     "badset": "signed entry timestamp does not verify",
     "unsigned": "no signature on image sha256:",
+    # RFC 5280 path validation (cryptography's verifier) at the log's integrated time
+    "pathlen": "root when the signature was logged (2024-05-01T12:01:00Z): validation failed: "
+    "candidates exhausted: path length constraint violated",
+    "excluded": "excluded name constraint matched SAN",
+    "critical": "1.3.6.1.4.1.99999.1: certificate contains unaccounted-for critical extensions",
+    "expired": "root when the signature was logged (2024-05-01T12:01:00Z): validation failed: "
+    "candidates exhausted: cert is not valid at validation time",
 }
+UNKNOWN_CRITICAL = x509.UnrecognizedExtension(x509.ObjectIdentifier("1.3.6.1.4.1.99999.1"), b"")
+
+
+def _rogue_fulcio(up: Upstream, name: str) -> cosign.Fulcio:
+    """The Fulcio a tampered keyless signature of ``name`` chains to: under the trusted
+    root, but with a path-length limit the chain breaks, a name constraint excluding the
+    signer's domain, or an intermediate expired when the signature was logged."""
+    if name == "pathlen":  # a CA limited to issuing leaves issues another CA
+        return up.fulcio.beneath("limited", path_length=0).beneath("beyond")
+    if name == "excluded":
+        return up.fulcio.beneath("constrained", excluded_email=IDENTITY.split("@")[1])
+    if name == "expired":
+        return up.fulcio.beneath("expired", expired=True)
+    return cosign.Fulcio.create("rogue") if name == "untrusted" else up.fulcio
 
 
 def _tampered(up: Upstream) -> None:
@@ -161,11 +183,16 @@ def _tampered(up: Upstream) -> None:
             )
         elif name == "wrongdigest":  # a genuine signature of another image
             layer = cosign.keyed_layer(up.key, up.app.digest, reference)  # type: ignore[arg-type]
-        elif name in ("wrongid", "untrusted", "badset"):
-            fulcio = cosign.Fulcio.create("rogue") if name == "untrusted" else up.fulcio
+        elif name != "unsigned":
             identity = "other@example.test" if name == "wrongid" else IDENTITY
             layer = cosign.keyless_layer(
-                fulcio, up.rekor, image.digest, reference, identity=identity, issuer=ISSUER
+                _rogue_fulcio(up, name),
+                up.rekor,
+                image.digest,
+                reference,
+                identity=identity,
+                issuer=ISSUER,
+                critical=(UNKNOWN_CRITICAL,) if name == "critical" else (),
             )
             if name == "badset":  # the log entry claims another time than was signed
                 bundle = json.loads(layer.annotations[cosign.BUNDLE])
