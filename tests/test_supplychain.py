@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
-from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust
+from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust, keyless_signer
 from airgap.supplychain.sigstore import verify_bundle
 from tests.harness import browser, cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
@@ -1068,3 +1068,24 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
         with pytest.raises(Rejected) as raised:
             verify_bundle(data, subject, trust)
         assert reason in str(raised.value) and "\n" not in str(raised.value), raised.value
+
+
+def test_a_real_fulcio_certificate_passes_path_validation_at_its_log_time() -> None:
+    """The production Fulcio leaf (critical SAN holding only an e-mail, code signing, an
+    embedded SCT list) chains through the real intermediate to the real root under the
+    verifier's extension policies, and only while it was valid."""
+    data = Path(__file__).parent / "sigstore"
+    leaf = x509.load_pem_x509_certificate((data / "fulcio-leaf.pem").read_bytes())
+    intermediate, root = x509.load_pem_x509_certificates((data / "fulcio-chain.pem").read_bytes())
+    identity = Identity(subject="gitlabgpgtest@gmail.com", issuer="https://github.com/login/oauth")
+    trust = Trust(identities=(identity,), roots=(root,))
+    logged = leaf.not_valid_before_utc + timedelta(minutes=1)
+    names, issuer = keyless_signer(leaf, [intermediate], trust, logged)
+    assert (names, issuer) == (["gitlabgpgtest@gmail.com"], "https://github.com/login/oauth")
+    # the intermediate as the trust anchor (a policy's fulcioRoots may list the chain)
+    assert keyless_signer(leaf, [], dataclasses.replace(trust, roots=(intermediate, root)), logged)
+    late = leaf.not_valid_after_utc + timedelta(seconds=1)
+    with pytest.raises(Rejected, match="cert is not valid at validation time"):
+        keyless_signer(leaf, [intermediate], trust, late)
+    with pytest.raises(Rejected, match="does not chain to a trusted Fulcio root"):
+        keyless_signer(leaf, [], trust, logged)  # the intermediate missing
