@@ -24,13 +24,14 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
-from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust
+from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust, keyless_signer
 from airgap.supplychain.sigstore import verify_bundle
 from tests.harness import browser, cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
@@ -143,7 +144,28 @@ TAMPERED = {
     "untrusted": "does not chain to a trusted Fulcio root",
     "badset": "signed entry timestamp does not verify",
     "unsigned": "no signature on image sha256:",
+    # RFC 5280 path validation (cryptography's verifier) at the log's integrated time
+    "pathlen": "root when the signature was logged (2024-05-01T12:01:00Z): validation failed: "
+    "candidates exhausted: path length constraint violated",
+    "excluded": "excluded name constraint matched SAN",
+    "critical": "1.3.6.1.4.1.99999.1: certificate contains unaccounted-for critical extensions",
+    "expired": "root when the signature was logged (2024-05-01T12:01:00Z): validation failed: "
+    "candidates exhausted: cert is not valid at validation time",
 }
+UNKNOWN_CRITICAL = x509.UnrecognizedExtension(x509.ObjectIdentifier("1.3.6.1.4.1.99999.1"), b"")
+
+
+def _rogue_fulcio(up: Upstream, name: str) -> cosign.Fulcio:
+    """The Fulcio a tampered keyless signature of ``name`` chains to: under the trusted
+    root, but with a path-length limit the chain breaks, a name constraint excluding the
+    signer's domain, or an intermediate expired when the signature was logged."""
+    if name == "pathlen":  # a CA limited to issuing leaves issues another CA
+        return up.fulcio.beneath("limited", path_length=0).beneath("beyond")
+    if name == "excluded":
+        return up.fulcio.beneath("constrained", excluded_email=IDENTITY.split("@")[1])
+    if name == "expired":
+        return up.fulcio.beneath("expired", expired=True)
+    return cosign.Fulcio.create("rogue") if name == "untrusted" else up.fulcio
 
 
 def _tampered(up: Upstream) -> None:
@@ -161,11 +183,16 @@ def _tampered(up: Upstream) -> None:
             )
         elif name == "wrongdigest":  # a genuine signature of another image
             layer = cosign.keyed_layer(up.key, up.app.digest, reference)  # type: ignore[arg-type]
-        elif name in ("wrongid", "untrusted", "badset"):
-            fulcio = cosign.Fulcio.create("rogue") if name == "untrusted" else up.fulcio
+        elif name != "unsigned":
             identity = "other@example.test" if name == "wrongid" else IDENTITY
             layer = cosign.keyless_layer(
-                fulcio, up.rekor, image.digest, reference, identity=identity, issuer=ISSUER
+                _rogue_fulcio(up, name),
+                up.rekor,
+                image.digest,
+                reference,
+                identity=identity,
+                issuer=ISSUER,
+                critical=(UNKNOWN_CRITICAL,) if name == "critical" else (),
             )
             if name == "badset":  # the log entry claims another time than was signed
                 bundle = json.loads(layer.annotations[cosign.BUNDLE])
@@ -1035,9 +1062,30 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
             }
         ).encode(): "its kindVersion a 'dsse'",
         json.dumps(keyless).encode(): "the Sigstore bundle's certificate is not DER",
-        json.dumps(late).encode(): "was not valid when the signature was logged",
+        json.dumps(late).encode(): "root when the signature was logged (2024-05-01T13:00:00Z)",
     }
     for data, reason in hostile.items():
         with pytest.raises(Rejected) as raised:
             verify_bundle(data, subject, trust)
         assert reason in str(raised.value) and "\n" not in str(raised.value), raised.value
+
+
+def test_a_real_fulcio_certificate_passes_path_validation_at_its_log_time() -> None:
+    """The production Fulcio leaf (critical SAN holding only an e-mail, code signing, an
+    embedded SCT list) chains through the real intermediate to the real root under the
+    verifier's extension policies, and only while it was valid."""
+    data = Path(__file__).parent / "sigstore"
+    leaf = x509.load_pem_x509_certificate((data / "fulcio-leaf.pem").read_bytes())
+    intermediate, root = x509.load_pem_x509_certificates((data / "fulcio-chain.pem").read_bytes())
+    identity = Identity(subject="gitlabgpgtest@gmail.com", issuer="https://github.com/login/oauth")
+    trust = Trust(identities=(identity,), roots=(root,))
+    logged = leaf.not_valid_before_utc + timedelta(minutes=1)
+    names, issuer = keyless_signer(leaf, [intermediate], trust, logged)
+    assert (names, issuer) == (["gitlabgpgtest@gmail.com"], "https://github.com/login/oauth")
+    # the intermediate as the trust anchor (a policy's fulcioRoots may list the chain)
+    assert keyless_signer(leaf, [], dataclasses.replace(trust, roots=(intermediate, root)), logged)
+    late = leaf.not_valid_after_utc + timedelta(seconds=1)
+    with pytest.raises(Rejected, match="cert is not valid at validation time"):
+        keyless_signer(leaf, [intermediate], trust, late)
+    with pytest.raises(Rejected, match="does not chain to a trusted Fulcio root"):
+        keyless_signer(leaf, [], trust, logged)  # the intermediate missing

@@ -11,14 +11,16 @@ its annotations (``airgap.supplychain.formats``). Checked as sigstore/cosign
   policy's public keys (ECDSA with SHA-256, as ``signature.LoadVerifier(key, SHA256)``;
   RSA PKCS#1 v1.5 and Ed25519 keys too);
 - keyless: the certificate annotation chains through the chain annotation's
-  intermediates to a trusted Fulcio root (``TrustedCert``: code-signing usage), one of
+  intermediates to a trusted Fulcio root (``TrustedCert``: code-signing usage), by
+  ``cryptography``'s RFC 5280 path validation (path lengths, name constraints, no
+  unknown critical extension), one of
   its subject alternative names and its OIDC issuer (extension 1.3.6.1.4.1.57264.1.8,
   else .1.1) match an identity of the policy (``CheckCertificatePolicy``), the Rekor
   bundle verifies (``VerifyBundle``: the signed entry timestamp is the log key's ECDSA
   signature over the RFC 8785 canonical JSON of ``{body, integratedTime, logIndex,
   logID}``, the key found by ``logID``; the entry's signature and public key are this
-  signature's and this certificate's, its hash the payload's), every certificate of
-  the chain was valid at the entry's integrated time (``CheckExpiry``), and the
+  signature's and this certificate's, its hash the payload's), the path is validated
+  at the entry's integrated time (``CheckExpiry``: every certificate valid then), and the
   signature verifies with the certificate's key. A keyless signature without a Rekor
   bundle cannot be dated offline and is refused. (Embedded SCTs are not checked.)
 """
@@ -39,6 +41,14 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.verification import (
+    Criticality,
+    ExtensionPolicy,
+    Policy,
+    PolicyBuilder,
+    Store,
+    VerificationError,
+)
 
 from airgap import jsonsafe
 from airgap.limits import MAX_SIGNATURE_PAYLOAD_BYTES
@@ -214,45 +224,117 @@ def _keyless(
     leaf = _certificate(annotations[CERTIFICATE_ANNOTATION], "the certificate annotation")
     chain_text = annotations.get(CHAIN_ANNOTATION, "")
     intermediates = _certificates(chain_text, "the chain annotation") if chain_text else []
-    path, names, issuer = keyless_signer(leaf, intermediates, trust)
     if BUNDLE_ANNOTATION not in annotations:
         raise Rejected("no Rekor bundle: a keyless signature cannot be dated offline")
     leaf_der = leaf.public_bytes(serialization.Encoding.DER)
     integrated = _check_bundle(annotations[BUNDLE_ANNOTATION], payload, encoded, leaf_der, trust)
-    check_validity(path, integrated)
+    names, issuer = keyless_signer(leaf, intermediates, trust, integrated)
     if not verifies(certificate_key(leaf), signature, payload):
         raise Rejected("the signature does not verify with its certificate's key")
     return f"keyless {names[0]} ({issuer})"
 
 
 def keyless_signer(
-    leaf: x509.Certificate, intermediates: list[x509.Certificate], trust: Trust
-) -> tuple[list[x509.Certificate], list[str], str]:
-    """The path from a keyless signature's certificate to a trusted Fulcio root, its
-    subject alternative names and OIDC issuer, or Rejected when no path leads to a
-    trusted root or no identity of the policy matches (cosign's TrustedCert and
-    CheckCertificatePolicy)."""
+    leaf: x509.Certificate,
+    intermediates: list[x509.Certificate],
+    trust: Trust,
+    integrated: datetime,
+) -> tuple[list[str], str]:
+    """A keyless signature's subject alternative names and OIDC issuer, or Rejected when
+    its certificate has no valid path to a trusted Fulcio root at the log's integrated
+    time or no identity of the policy matches (cosign's TrustedCert, CheckExpiry at the
+    log's time, and CheckCertificatePolicy)."""
     if not trust.roots:
         raise Rejected("no Fulcio root to check its certificate against")
-    path = _chain(leaf, intermediates, trust.roots)
+    check_path(leaf, intermediates, trust.roots, integrated)
     names, issuer = subject_names(leaf), oidc_issuer(leaf)
     if not any(identity.matches(names, issuer) for identity in trust.identities):
         raise Rejected(
             f"signed by {', '.join(names) or 'no identity'} (issuer {issuer or 'none'}), "
             "which no identity of the policy matches"
         )
-    return path, names, issuer
+    return names, issuer
 
 
-def check_validity(path: list[x509.Certificate], integrated: datetime) -> None:
-    """Every certificate of the path was valid when the log integrated the entry
-    (cosign's CheckExpiry, at the log's time rather than now)."""
-    for certificate in path:
-        if not certificate.not_valid_before_utc <= integrated <= certificate.not_valid_after_utc:
-            raise Rejected(
-                f"certificate {certificate.subject.rfc4514_string() or 'leaf'} was not valid "
-                f"when the signature was logged ({integrated:%Y-%m-%dT%H:%M:%SZ})"
-            )
+def check_path(
+    leaf: x509.Certificate,
+    intermediates: list[x509.Certificate],
+    roots: tuple[x509.Certificate, ...],
+    at: datetime,
+) -> None:
+    """RFC 5280 path validation by ``cryptography``'s verifier, at the log's time: a
+    path through ``intermediates`` to one of ``roots`` (each a trust anchor), every
+    certificate valid at ``at``, path lengths, name constraints, no unknown critical
+    extension; a code-signing leaf and CAs that may issue one."""
+    verifier = (
+        PolicyBuilder()
+        .store(Store(list(roots)))
+        .time(at)
+        .max_chain_depth(MAX_CHAIN)
+        .extension_policies(ca_policy=_CA_POLICY, ee_policy=_LEAF_POLICY)
+        .build_client_verifier()
+    )
+    try:
+        verifier.verify(leaf, intermediates)
+    except (VerificationError, ValueError, x509.UnsupportedGeneralNameType) as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise Rejected(
+            "its certificate does not chain to a trusted Fulcio root when the signature "
+            f"was logged ({at:%Y-%m-%dT%H:%M:%SZ}): {reason}"
+        ) from None
+
+
+def _code_signing_leaf(
+    _policy: Policy, _certificate: x509.Certificate, usage: x509.ExtendedKeyUsage
+) -> None:
+    if ExtendedKeyUsageOID.CODE_SIGNING not in usage:
+        raise ValueError("the certificate is not for code signing")
+
+
+def _signing_key_usage(
+    _policy: Policy, _certificate: x509.Certificate, usage: x509.KeyUsage | None
+) -> None:
+    if usage is not None and not usage.digital_signature:
+        raise ValueError("the certificate's key usage does not allow digital signatures")
+
+
+def _not_a_ca(
+    _policy: Policy, _certificate: x509.Certificate, constraints: x509.BasicConstraints | None
+) -> None:
+    if constraints is not None and constraints.ca:
+        raise ValueError("the signing certificate is a CA")
+
+
+def _code_signing_ca(
+    _policy: Policy, _certificate: x509.Certificate, usage: x509.ExtendedKeyUsage | None
+) -> None:
+    allowed = {ExtendedKeyUsageOID.CODE_SIGNING, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE}
+    if usage is not None and not allowed.intersection(usage):
+        raise ValueError("the CA may not issue code-signing certificates")
+
+
+def _certificate_signer(
+    _policy: Policy, _certificate: x509.Certificate, usage: x509.KeyUsage | None
+) -> None:
+    if usage is not None and not usage.key_cert_sign:
+        raise ValueError("the CA's key usage does not allow signing certificates")
+
+
+# Fulcio leaves are not web PKI leaves (an e-mail or URI identity in a critical SAN,
+# code signing rather than client authentication): every extension the verifier does not
+# know is still refused when critical; the usages are checked as cosign checks them.
+_LEAF_POLICY = (
+    ExtensionPolicy.permit_all()
+    .require_present(x509.ExtendedKeyUsage, Criticality.AGNOSTIC, _code_signing_leaf)
+    .may_be_present(x509.KeyUsage, Criticality.AGNOSTIC, _signing_key_usage)
+    .may_be_present(x509.BasicConstraints, Criticality.AGNOSTIC, _not_a_ca)
+)
+_CA_POLICY = (
+    ExtensionPolicy.permit_all()
+    .require_present(x509.BasicConstraints, Criticality.CRITICAL, None)
+    .may_be_present(x509.ExtendedKeyUsage, Criticality.AGNOSTIC, _code_signing_ca)
+    .may_be_present(x509.KeyUsage, Criticality.AGNOSTIC, _certificate_signer)
+)
 
 
 def certificate_key(certificate: x509.Certificate) -> PublicKey:
@@ -284,67 +366,6 @@ def _certificates(text: str, what: str) -> list[x509.Certificate]:
         return x509.load_pem_x509_certificates(text.encode())
     except ValueError:
         raise Rejected(f"{what} is not PEM certificates") from None
-
-
-def _chain(
-    leaf: x509.Certificate,
-    intermediates: list[x509.Certificate],
-    roots: tuple[x509.Certificate, ...],
-) -> list[x509.Certificate]:
-    """leaf, intermediates, root: a path to a trusted root, code signing all along."""
-    if ExtendedKeyUsageOID.CODE_SIGNING not in _usages(leaf, required=True):
-        raise Rejected("the certificate is not for code signing")
-    path = [leaf]
-    current = leaf
-    for _ in range(MAX_CHAIN):
-        for root in roots:
-            if _issued_by(current, root):
-                return [*path, root]
-        issuer = next(
-            (
-                c
-                for c in intermediates
-                if c not in path and _usable_ca(c) and _issued_by(current, c)
-            ),
-            None,
-        )
-        if issuer is None:
-            break
-        path.append(issuer)
-        current = issuer
-    raise Rejected("its certificate does not chain to a trusted Fulcio root")
-
-
-def _issued_by(certificate: x509.Certificate, issuer: x509.Certificate) -> bool:
-    try:
-        certificate.verify_directly_issued_by(issuer)
-    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
-        return False
-    return True
-
-
-def _usable_ca(certificate: x509.Certificate) -> bool:
-    """A CA certificate that may issue code-signing certificates."""
-    try:
-        constraints = certificate.extensions.get_extension_for_class(x509.BasicConstraints)
-    except x509.ExtensionNotFound:
-        return False
-    usages = _usages(certificate, required=False)
-    code_signing = (
-        not usages
-        or ExtendedKeyUsageOID.CODE_SIGNING in usages
-        or ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE in usages
-    )
-    return constraints.value.ca and code_signing
-
-
-def _usages(certificate: x509.Certificate, *, required: bool) -> list[x509.ObjectIdentifier]:
-    try:
-        return list(certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
-    except x509.ExtensionNotFound:
-        if required:
-            raise Rejected("the certificate has no extended key usage") from None
-        return []
 
 
 def subject_names(certificate: x509.Certificate) -> list[str]:

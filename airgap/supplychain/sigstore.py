@@ -56,7 +56,6 @@ from airgap.supplychain.cosign import (
     Trust,
     b64decode,
     certificate_key,
-    check_validity,
     key_der,
     keyless_signer,
     parse_entry,
@@ -277,11 +276,10 @@ def _keyless(
 ) -> str:
     if not trust.identities:
         raise Rejected("a keyless signature, and the policy names no keyless identity")
-    path, names, issuer = keyless_signer(leaf, intermediates, trust)
     if not entries:
         raise Rejected("no transparency log entry: a keyless signature cannot be dated offline")
     integrated = _logged_at(entries, signed, leaf.public_bytes(serialization.Encoding.DER), trust)
-    check_validity(path, integrated)
+    names, issuer = keyless_signer(leaf, intermediates, trust, integrated)
     if not _verifies(certificate_key(leaf), signed):
         raise Rejected("the signature does not verify with its certificate's key")
     return f"keyless {names[0]} ({issuer}) (Sigstore bundle)"

@@ -83,6 +83,7 @@ class Fulcio:
     root: x509.Certificate
     intermediate_key: ec.EllipticCurvePrivateKey
     intermediate: x509.Certificate
+    parents: tuple[x509.Certificate, ...] = ()  # CAs between the intermediate and root
 
     @classmethod
     def create(cls, name: str = "sigstore") -> Fulcio:
@@ -92,12 +93,42 @@ class Fulcio:
         intermediate = _ca(f"{name}-intermediate", intermediate_key, root_key, root)
         return cls(root_key, root, intermediate_key, intermediate)
 
+    def beneath(
+        self,
+        name: str,
+        *,
+        path_length: int | None = None,
+        excluded_email: str | None = None,
+        expired: bool = False,
+    ) -> Fulcio:
+        """This Fulcio with a new issuing CA signed by its intermediate (kept in the
+        chain): a path-length limit, an excluded e-mail domain, or validity that ended
+        before the signing time, as an attacker's or a careless CA's would have."""
+        key = ec.generate_private_key(ec.SECP384R1())
+        constraints = (
+            x509.NameConstraints(None, [x509.RFC822Name(excluded_email)])
+            if excluded_email
+            else None
+        )
+        ca = _ca(
+            name,
+            key,
+            self.intermediate_key,
+            self.intermediate,
+            path_length=path_length,
+            name_constraints=constraints,
+            expired=expired,
+        )
+        parents = (self.intermediate, *self.parents)
+        return Fulcio(self.root_key, self.root, key, ca, parents)
+
     def root_pem(self) -> bytes:
         return self.root.public_bytes(serialization.Encoding.PEM)
 
     def chain_pem(self) -> str:
         return b"".join(
-            c.public_bytes(serialization.Encoding.PEM) for c in (self.intermediate, self.root)
+            c.public_bytes(serialization.Encoding.PEM)
+            for c in (self.intermediate, *self.parents, self.root)
         ).decode()
 
     def issue(
@@ -107,8 +138,10 @@ class Fulcio:
         issuer: str,
         *,
         code_signing: bool = True,
+        critical: tuple[x509.ExtensionType, ...] = (),
     ) -> x509.Certificate:
-        """A ten-minute leaf for ``identity`` (an email, or a URI if it has ``://``)."""
+        """A ten-minute leaf for ``identity`` (an email, or a URI if it has ``://``),
+        with the ``critical`` extensions added."""
         san: x509.GeneralName = (
             x509.UniformResourceIdentifier(identity)
             if "://" in identity
@@ -136,6 +169,8 @@ class Fulcio:
                 x509.UnrecognizedExtension(ISSUER_V2, _utf8_string(issuer)), critical=False
             )
         )
+        for extension in critical:
+            builder = builder.add_extension(extension, critical=True)
         return builder.sign(self.intermediate_key, hashes.SHA384())
 
 
@@ -150,6 +185,10 @@ def _ca(
     key: ec.EllipticCurvePrivateKey,
     signer: ec.EllipticCurvePrivateKey,
     issuer: x509.Certificate | None,
+    *,
+    path_length: int | None = None,
+    name_constraints: x509.NameConstraints | None = None,
+    expired: bool = False,
 ) -> x509.Certificate:
     subject = x509.Name(
         [
@@ -157,21 +196,25 @@ def _ca(
             x509.NameAttribute(NameOID.COMMON_NAME, name),
         ]
     )
-    return (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer.subject if issuer else subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(SIGNED_AT - timedelta(days=365))
-        .not_valid_after(SIGNED_AT + timedelta(days=3650))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .not_valid_after(
+            SIGNED_AT - timedelta(days=1) if expired else SIGNED_AT + timedelta(days=3650)
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
         .add_extension(
             x509.KeyUsage(True, False, False, False, False, True, True, False, False),
             critical=True,
         )
-        .sign(signer, hashes.SHA384())
     )
+    if name_constraints is not None:
+        builder = builder.add_extension(name_constraints, critical=True)
+    return builder.sign(signer, hashes.SHA384())
 
 
 @dataclass
@@ -254,12 +297,13 @@ def keyless_layer(
     issuer: str,
     code_signing: bool = True,
     payload_bytes: bytes | None = None,
+    critical: tuple[x509.ExtensionType, ...] = (),
 ) -> SignatureLayer:
     """A keyless signature: ephemeral key, Fulcio leaf, chain, Rekor bundle."""
     key = new_key()
     data = payload_bytes if payload_bytes is not None else payload(digest, reference)
     signature = sign(key, data)
-    leaf = fulcio.issue(key, identity, issuer, code_signing=code_signing)
+    leaf = fulcio.issue(key, identity, issuer, code_signing=code_signing, critical=critical)
     leaf_pem = leaf.public_bytes(serialization.Encoding.PEM)
     bundle = rekor.bundle(data, signature, leaf_pem, at=SIGNED_AT + timedelta(minutes=1))
     return SignatureLayer(
