@@ -19,7 +19,13 @@ import pytest
 import yaml
 
 from airgap.bundle.format import BundleManifest
-from airgap.mirror.workload import CONFIG_PATH_COMMAND, PATCH_PREFIX
+from airgap.mirror.nodeconfig import CONTAINERD_DIR
+from airgap.mirror.workload import (
+    COMPONENT_DIR,
+    CONFIG_PATH_COMMAND,
+    PATCH_PREFIX,
+    component_files,
+)
 from airgap.providers.components import VARIABLE_RE
 from airgap.providers.types import ProviderType
 from tests.conftest import start_registry, stop_registry
@@ -265,3 +271,75 @@ def test_component_nodes_pull_every_kubeadm_and_node_image(
         containerd.stop()
     for reference in wanted:
         assert pulled[reference] == digests[reference], reference
+
+
+# A cluster made without a ClusterClass: its own KubeadmControlPlane and
+# KubeadmConfigTemplate (v1beta2, as clusterctl's classic templates write them), each
+# with a file of its own that the Component must keep
+CLASSIC = """\
+apiVersion: controlplane.cluster.x-k8s.io/v1beta2
+kind: KubeadmControlPlane
+metadata: {name: edge-1-control-plane, namespace: default}
+spec:
+  replicas: 1
+  version: v1.34.0
+  machineTemplate:
+    spec:
+      infrastructureRef:
+        apiGroup: infrastructure.cluster.x-k8s.io
+        kind: DockerMachineTemplate
+        name: edge-1-control-plane
+  kubeadmConfigSpec:
+    files:
+    - {path: /etc/kubernetes/audit-policy.yaml, owner: 'root:root', content: 'rules: []'}
+    preKubeadmCommands: [echo ready]
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfigTemplate
+metadata: {name: edge-1-md-0, namespace: default}
+spec:
+  template:
+    spec:
+      files:
+      - {path: /etc/motd, content: edge}
+"""
+
+
+def test_component_patches_a_cluster_made_without_a_class(tmp_path: Path) -> None:
+    """The Component's files join a KubeadmControlPlane's and a KubeadmConfigTemplate's
+    own (merged on path, not replaced), and both still validate against the real CRDs."""
+    hosts = b'server = "https://registry.k8s.io"\n[host."https://mirror:5000/v2/capi"]\n'
+    node_files = {
+        f"{CONTAINERD_DIR}/registry.k8s.io/hosts.toml": hosts,
+        f"{CONTAINERD_DIR}/registry.k8s.io/ca.crt": b"-----BEGIN CERTIFICATE-----\n",
+    }
+    component = tmp_path / "out"
+    for name, data in component_files(node_files).items():
+        (component / name).parent.mkdir(parents=True, exist_ok=True)
+        (component / name).write_bytes(data)
+    work = tmp_path / "cluster"
+    work.mkdir()
+    (work / "cluster.yaml").write_text(CLASSIC)
+    (work / "kustomization.yaml").write_text(
+        f"resources: [cluster.yaml]\ncomponents: [../out/{COMPONENT_DIR}]\n"
+    )
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(work)], capture_output=True, text=True, check=True
+    ).stdout
+    documents = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
+    control_plane = documents["KubeadmControlPlane"]
+    worker = documents["KubeadmConfigTemplate"]
+    validate(control_plane)
+    validate(worker)
+    spec = control_plane["spec"]["kubeadmConfigSpec"]
+    for files, own in (
+        (spec["files"], "/etc/kubernetes/audit-policy.yaml"),
+        (worker["spec"]["template"]["spec"]["files"], "/etc/motd"),
+    ):
+        by_path = {f["path"]: f for f in files}
+        assert own in by_path and len(by_path) == len(files)
+        written = by_path["/etc/containerd/certs.d/registry.k8s.io/hosts.toml"]
+        assert written["content"] == hosts.decode() and written["permissions"] == "0644"
+        assert "/etc/containerd/certs.d/registry.k8s.io/ca.crt" in by_path
+    # containerd is pointed at the hosts directory first; the cluster's own commands stay
+    assert spec["preKubeadmCommands"] == [CONFIG_PATH_COMMAND, "echo ready"]
