@@ -246,9 +246,9 @@ def test_killed_import_completes_on_rerun(
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
     if stage == "blobs":  # the 4th blob upload hangs: three are in, the rest are not
-        proxy.inject("PUT", r"/blobs/uploads/", status=503, delay=30, after=3)
+        hang = proxy.inject("PUT", r"/blobs/uploads/", status=503, delay=30, after=3)
     else:  # the first manifest hangs: its image's blobs are in, others' may not be
-        proxy.inject("PUT", r"/manifests/", status=503, delay=30)
+        hang = proxy.inject("PUT", r"/manifests/", status=503, delay=30)
     args = [
         "import",
         str(capi_bundle.path),
@@ -284,7 +284,7 @@ def test_killed_import_completes_on_rerun(
                 )
             )  # a blob is in: the rerun skips it
             _wait_until_quiet(lambda: len(proxy.requests))
-        time.sleep(0.5)  # the next request is now hanging in the proxy
+        _wait_for(lambda: hang.remaining <= 0)  # the next request is hanging in the proxy
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait(timeout=30)

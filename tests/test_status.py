@@ -282,7 +282,7 @@ def test_an_interrupted_import_is_progressing(
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
     # the 4th blob upload hangs: three are in, the rest and every manifest are not
-    proxy.inject("PUT", r"/blobs/uploads/", status=503, delay=30, after=3)
+    hang = proxy.inject("PUT", r"/blobs/uploads/", status=503, delay=30, after=3)
     args = [
         "import",
         str(management_bundle.path),
@@ -299,7 +299,7 @@ def test_an_interrupted_import_is_progressing(
         _wait_for(
             lambda: sum(1 for r in proxy.requests if r.method == "PUT" and "/blobs/" in r.path) >= 3
         )
-        time.sleep(0.5)  # the fourth upload is now hanging in the proxy
+        _wait_for(lambda: hang.remaining <= 0)  # the fourth upload hangs in the proxy
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait(timeout=30)
