@@ -6,4 +6,4 @@ scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-exec .venv/bin/pytest -q "$@"
+exec .venv/bin/pytest -q --durations=15 "$@"
