@@ -17,11 +17,20 @@ Bundles are opened with ``open_bundle``, which refuses anything but a regular fi
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from airgap.formats.tarheader import (
+    BLOCK,
+    TarFormatError,
+    checksum_ok,
+    name_of,
+    pax_records,
+    pax_size,
+    size_of,
+    text,
+)
 from airgap.inputfile import open_regular
 from airgap.limits import (
     MAX_EXTENDED_HEADER_BYTES,
@@ -30,7 +39,6 @@ from airgap.limits import (
 )
 from airgap.names import shown
 
-BLOCK = 512
 REGULAR_TYPES = frozenset({b"0", b"\0", b"7"})
 DIRECTORY = b"5"
 SYMLINK = b"2"
@@ -44,12 +52,6 @@ _GLOBAL_PAX = b"g"
 _GNU_LONG_NAME = b"L"
 _GNU_LONG_LINK = b"K"
 _NO_DATA = frozenset({DIRECTORY, SYMLINK, HARDLINK, CHAR_DEVICE, BLOCK_DEVICE, FIFO})
-_POSIX_MAGIC = b"ustar\x0000"
-_MAX_SIZE_DIGITS = 20  # a PAX size has at most 20 decimal digits (2**64)
-
-
-class TarFormatError(Exception):
-    """The archive cannot be read on past this point; the message says why and where."""
 
 
 class TarTruncated(Exception):
@@ -176,7 +178,7 @@ class TarReader:
                     )
                 return None
             kind = header[156:157]
-            size = _number(header[124:136], "size", self.offset)
+            size = size_of(header, self.offset)
             data_at = self.offset + BLOCK
             if kind not in _PAX and kind not in (_GNU_LONG_NAME, _GNU_LONG_LINK, _GLOBAL_PAX):
                 entry = _entry(header, kind, size, start, data_at, overrides, sparse)
@@ -185,11 +187,11 @@ class TarReader:
                 raise TarFormatError(f"global PAX header at byte {self.offset} (bundles have none)")
             data = self._extended(size, data_at)
             if kind == _GNU_LONG_NAME:
-                overrides["path"] = _text(data)
+                overrides["path"] = text(data)
             elif kind == _GNU_LONG_LINK:
-                overrides["linkpath"] = _text(data)
+                overrides["linkpath"] = text(data)
             else:
-                records = _pax_records(data, self.offset)
+                records = pax_records(data, self.offset)
                 sparse = sparse or any(key.startswith("GNU.sparse.") for key in records)
                 overrides.update(records)
             self.offset = data_at + _padded(size)
@@ -204,7 +206,7 @@ class TarReader:
             raise TarFormatError("it is empty or too small to be a tar archive")
         if len(block) < BLOCK or not block.strip(b"\0"):
             return None
-        if not _checksum_ok(block):
+        if not checksum_ok(block):
             if offset == 0:
                 raise TarFormatError("its first header has a bad checksum (not a tar archive?)")
             return None
@@ -247,79 +249,13 @@ def _entry(
     overrides: dict[str, str],
     sparse: bool,
 ) -> TarEntry:
-    name = _text(header[0:100])
-    if header[257:265] == _POSIX_MAGIC:
-        prefix = _text(header[345:500])
-        if prefix:
-            name = f"{prefix}/{name}"
+    name = name_of(header)
     name = overrides.get("path", name)
     if "size" in overrides:
-        size = _pax_size(overrides["size"], start)
+        size = pax_size(overrides["size"], start)
     if kind == b"\0" and name.endswith("/"):
         kind = DIRECTORY  # the old V7 way of writing a directory
     if kind == DIRECTORY:
         name = name.rstrip("/") or name
-    linkname = overrides.get("linkpath", _text(header[157:257]))
+    linkname = overrides.get("linkpath", text(header[157:257]))
     return TarEntry(name, kind, size, start, data_at, linkname, sparse)
-
-
-def _text(field: bytes) -> str:
-    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
-def _number(field: bytes, what: str, offset: int) -> int:
-    """A numeric header field: octal text, or GNU base-256 (never negative here)."""
-    if field[:1] == b"\x80":
-        return int.from_bytes(field[1:], "big")
-    if field[:1] == b"\xff":
-        raise TarFormatError(f"header at byte {offset} has a negative {what}")
-    text = field.split(b"\0", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    if not all(48 <= c <= 55 for c in text):  # 0-7
-        raise TarFormatError(f"header at byte {offset} has an invalid {what} field {text!r}")
-    return int(text, 8)
-
-
-def _pax_size(value: str, offset: int) -> int:
-    if not value.isascii() or not value.isdigit() or len(value) > _MAX_SIZE_DIGITS:
-        raise TarFormatError(f"PAX header at byte {offset} has an invalid size {value[:40]!r}")
-    return int(value)
-
-
-def _checksum_ok(block: bytes) -> bool:
-    """The header checksum, as POSIX (unsigned) or as some old tars wrote it (signed)."""
-    try:
-        recorded = _number(block[148:156], "checksum", 0)
-    except TarFormatError:
-        return False
-    unsigned = 256 + sum(block[:148]) + sum(block[156:])
-    signed = (
-        256 + sum(struct.unpack_from("148b", block)) + sum(struct.unpack_from("356b", block, 156))
-    )
-    return recorded in (unsigned, signed)
-
-
-def _pax_records(data: bytes, offset: int) -> dict[str, str]:
-    """``LENGTH KEY=VALUE\\n`` records, each length checked against the data it claims."""
-    records: dict[str, str] = {}
-    position = 0
-    where = f"PAX header at byte {offset}"
-    while position < len(data):
-        if data[position] == 0:
-            if data.count(b"\0", position) != len(data) - position:
-                raise TarFormatError(f"{where} has data after a NUL byte")
-            break
-        space = data.find(b" ", position, position + _MAX_SIZE_DIGITS + 1)
-        digits = data[position:space] if space > position else b""
-        if not digits.isdigit():
-            raise TarFormatError(f"{where} has a record without a valid length")
-        end = position + int(digits)
-        if end <= space + 1 or end > len(data) or data[end - 1] != 0x0A:
-            raise TarFormatError(f"{where} has a record whose length does not match it")
-        key, equals, value = data[space + 1 : end - 1].partition(b"=")
-        if not equals or not key:
-            raise TarFormatError(f"{where} has a record without KEY=VALUE")
-        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        position = end
-    return records

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airgap.bundle.tarread import TarFormatError, TarReader, TarTruncated
+from airgap.bundle.tarread import TarReader, TarTruncated
 from airgap.errors import InputError
+from airgap.formats.tarheader import TarFormatError
 from airgap.limits import MAX_CHART_FILE_BYTES, MAX_CHART_MEMBERS, MAX_CHART_UNPACKED_BYTES
 from airgap.yamlload import load_first
 

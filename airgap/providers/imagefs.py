@@ -17,8 +17,11 @@ import posixpath
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from airgap.errors import AirgapError
+from airgap.formats import tarheader
+from airgap.formats.tarheader import BLOCK
 from airgap.limits import (
     MAX_EXTENDED_HEADER_BYTES,
     MAX_LAYER_ENTRIES,
@@ -27,7 +30,6 @@ from airgap.limits import (
 )
 from airgap.names import shown
 
-BLOCK = 512
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_WHITEOUT = ".wh..wh..opq"
 _REGULAR = (b"0", b"\0", b"7")
@@ -37,6 +39,10 @@ _GLOBAL_PAX = b"g"
 _GNU_LONGNAME = b"L"
 _GNU_LONGLINK = b"K"
 _INFLATE_STEP = 1 << 20
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 class LayerError(AirgapError):
@@ -283,6 +289,8 @@ class _TarStream:
         self._long_name: str | None = None
         self._entries = 0
         self._ended = False
+        self._position = 0  # bytes of the stream taken so far (for messages)
+        self._header_at = 0  # where the header whose data is being collected starts
 
     def feed(self, data: bytes) -> None:
         view = memoryview(data)
@@ -294,12 +302,14 @@ class _TarStream:
                 if self._collect is not None:
                     self._buffer += view[:step]
                 self._skip -= step
+                self._position += step
                 view = view[step:]
                 if not self._skip and self._collect is not None:
                     self._finish_collect()
                 continue
             need = BLOCK - len(self._buffer)
             self._buffer += view[:need]
+            self._position += min(need, len(view))
             view = view[need:]
             if len(self._buffer) == BLOCK:
                 header = bytes(self._buffer)
@@ -314,13 +324,14 @@ class _TarStream:
         if block == b"\0" * BLOCK:
             self._ended = True  # one zero block is where the archive ends for us
             return
-        if _checksum(block) != _octal(block[148:156], self._what, "checksum"):
-            raise LayerError(f"{self._what}: tar header checksum mismatch")
+        offset = self._position - BLOCK
+        if not tarheader.checksum_ok(block):
+            raise LayerError(f"{self._what}: tar header at byte {offset}: checksum mismatch")
         self._entries += 1
         if self._entries > MAX_LAYER_ENTRIES:
             raise LayerError(f"{self._what}: more than {MAX_LAYER_ENTRIES} tar entries")
         typeflag = block[156:157]
-        size = _octal(block[124:136], self._what, "size")
+        size = self._checked(tarheader.size_of, block, offset)
         padded = size + (-size) % BLOCK
         if typeflag in _PAX or typeflag in (_GNU_LONGNAME, _GNU_LONGLINK, _GLOBAL_PAX):
             if size > MAX_EXTENDED_HEADER_BYTES:
@@ -328,15 +339,12 @@ class _TarStream:
             role = typeflag.decode()
             self._start(("", size, role), padded)
             return
-        name = _text(block[0:100])
-        prefix = _text(block[345:500]) if block[257:263] in (b"ustar\x00", b"ustar ") else ""
-        if prefix and block[257:263] == b"ustar\x00":
-            name = f"{prefix}/{name}"
+        name = tarheader.name_of(block)
         if self._long_name is not None:
             name = self._long_name
         name = self._pax.get("path", name)
         if "size" in self._pax:
-            size = _pax_size(self._pax["size"], self._what)
+            size = self._checked(tarheader.pax_size, self._pax["size"], offset)
             padded = size + (-size) % BLOCK
         self._pax, self._long_name = {}, None
         cap = self._on_entry(name, typeflag, size)
@@ -345,7 +353,15 @@ class _TarStream:
         else:
             self._skip = padded
 
+    def _checked(self, read: Callable[[_T, int], _R], field: _T, offset: int) -> _R:
+        """A header field read by the one tar header reader, its refusal a LayerError."""
+        try:
+            return read(field, offset)
+        except tarheader.TarFormatError as exc:
+            raise LayerError(f"{self._what}: {exc}") from None
+
     def _start(self, collect: tuple[str, int, str], padded: int) -> None:
+        self._header_at = self._position - BLOCK
         self._collect = collect
         self._skip = padded
         if padded == 0:
@@ -358,55 +374,10 @@ class _TarStream:
         self._buffer.clear()
         self._collect = None
         if role == "x":
-            self._pax = _parse_pax(data, self._what)
+            self._pax = self._checked(tarheader.pax_records, data, self._header_at)
         elif role == "L":
-            self._long_name = _text(data)
+            self._long_name = tarheader.text(data)
         elif role in ("K", "g"):
             pass  # link targets and global headers: nothing we keep
         else:
             self._on_data(name, data)
-
-
-def _text(raw: bytes) -> str:
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-
-
-def _octal(raw: bytes, what: str, field_name: str) -> int:
-    if raw[:1] and raw[0] & 0x80:  # base-256: only for sizes over 8 GiB
-        value = int.from_bytes(raw[1:], "big")
-        return value
-    text = raw.split(b"\0", 1)[0].strip(b" \0")
-    try:
-        return int(text or b"0", 8)
-    except ValueError:
-        raise LayerError(f"{what}: tar header with an invalid {field_name}") from None
-
-
-def _checksum(block: bytes) -> int:
-    return sum(block[:148]) + 8 * 32 + sum(block[156:])
-
-
-def _parse_pax(data: bytes, what: str) -> dict[str, str]:
-    records: dict[str, str] = {}
-    position = 0
-    while position < len(data):
-        space = data.find(b" ", position)
-        if space < 0:
-            raise LayerError(f"{what}: malformed PAX header")
-        try:
-            length = int(data[position:space])
-        except ValueError:
-            raise LayerError(f"{what}: malformed PAX header") from None
-        if length <= space - position or position + length > len(data):
-            raise LayerError(f"{what}: malformed PAX header")
-        record = data[space + 1 : position + length - 1]
-        key, _, value = record.partition(b"=")
-        records[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-        position += length
-    return records
-
-
-def _pax_size(text: str, what: str) -> int:
-    if not (text.isascii() and text.isdigit()) or len(text) > 20:  # int()-safe
-        raise LayerError(f"{what}: PAX size {text[:20]!r} is not a number")
-    return int(text)

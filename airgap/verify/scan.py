@@ -41,8 +41,9 @@ from airgap.bundle.format import (
     member_key,
 )
 from airgap.bundle.source import BundleSource, open_source
-from airgap.bundle.tarread import BLOCK, TarEntry, TarFormatError, TarReader, TarTruncated
+from airgap.bundle.tarread import TarEntry, TarReader, TarTruncated
 from airgap.errors import BundleError
+from airgap.formats.tarheader import BLOCK, TarFormatError
 from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
 from airgap.progress import QUIET, Progress
 from airgap.textfmt import printable
