@@ -50,13 +50,17 @@ class Chart:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
-def read_chart(package: bytes, source: str) -> Chart:
+def read_chart(package: bytes, source: str, *, check_values: bool = False) -> Chart:
     """Parse a chart package; InputError (naming ``source``) when it is not one.
 
     Vendored subcharts (``charts/NAME/`` directories and ``charts/*.tgz`` packages, at
     most ``MAX_SUBCHART_DEPTH`` deep) are read for their names: a dependency they
-    satisfy is not fetched."""
-    return _parse(_Unpacked.of(package, source), 0)
+    satisfy is not fetched. ``check_values`` (collect, where a chart first arrives)
+    also reads every ``values.yaml`` through the bounded YAML path: Helm's Go YAML
+    passes a language tag (``!!python/object/...``) through as a plain value, which
+    that path refuses at its line. Verify and import read the signed chart again on
+    every run and skip that parse."""
+    return _parse(_Unpacked.of(package, source), 0, check_values)
 
 
 @dataclass(frozen=True)
@@ -92,15 +96,13 @@ def _metadata(files: dict[str, str], source: str) -> dict[Any, Any]:
     return metadata
 
 
-def _parse(chart: _Unpacked, depth: int) -> Chart:
+def _parse(chart: _Unpacked, depth: int, check_values: bool) -> Chart:
     metadata = _metadata(chart.files, chart.source)
-    if VALUES_FILE in chart.files:
-        # read only to refuse what Kubernetes would: Helm's Go YAML passes a language
-        # tag (!!python/object/...) through as a plain value; the bounded path refuses
-        # any tag outside the core schema at its line
-        _yaml(chart.files, VALUES_FILE, chart.source)
+    if check_values and VALUES_FILE in chart.files:
+        _yaml(chart.files, VALUES_FILE, chart.source)  # refused at its line, or nothing
     app_version = metadata.get("appVersion")
-    vendored = {sub.name for sub in (_parse(s, depth + 1) for s in _vendored(chart, depth))}
+    subcharts = (_parse(s, depth + 1, check_values) for s in _vendored(chart, depth))
+    vendored = {sub.name for sub in subcharts}
     return Chart(
         name=metadata["name"],
         version=str(metadata["version"]),

@@ -206,7 +206,8 @@ def discover(
     unresolved: list[str] = []
     charts = [(_read_bytes(path), f"{path.name} of {who}") for path in files if is_chart(path.name)]
     if charts:
-        name = read_chart(*charts[0]).name
+        first, *_ = [read_chart(*chart, check_values=True) for chart in charts]
+        name = first.name
         images.update(dict.fromkeys(chart_images(charts, RenderSettings(), name)))
     for path in files:
         origin = f"{path.name} of {who}"

@@ -124,7 +124,9 @@ def fetch_chart(
         else:
             assert location.repo is not None
             package, prov = _repo_package(source, location.repo, name, version, staging)
-        chart = read_chart(package.read_bytes(), f"chart {name} {version} from {source.url}")
+        chart = read_chart(
+            package.read_bytes(), f"chart {name} {version} from {source.url}", check_values=True
+        )
         _check_chart_name(chart, source)
         directory = (dest_root / ContentKind.CHARTS.directory(chart.name, chart.version)).absolute()
         provenance = _provenance(source, prov, package, chart)
@@ -227,7 +229,7 @@ def _dependencies(
                 f"{redact_url(repository) or '(none)'!r} is neither https:// nor oci:// "
                 "(vendor it with 'helm dependency update' before packaging)"
             )
-        sub = read_chart(package.read_bytes(), who)
+        sub = read_chart(package.read_bytes(), who, check_values=True)
         if sub.name != dependency.name:
             raise InputError(f"{who}: the repository served chart {sub.name}")
         if any((c.name, c.version) == (sub.name, sub.version) for c in charts):
