@@ -40,6 +40,7 @@ from airgap.names import (
     shown,
     version_problem,
 )
+from airgap.providers.semver import highest
 from airgap.providers.specs import ImageProviderSpec, ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
@@ -849,9 +850,4 @@ def _check_mirror(text: str) -> str | None:
 
 def _highest_version(kubernetes: tuple[ContentSpec, ...]) -> str:
     """The highest carried Kubernetes version (``vX.Y.Z``), else Helm's default here."""
-    if not kubernetes:
-        return DEFAULT_KUBE_VERSION
-    return max(
-        (spec.version for spec in kubernetes),
-        key=lambda version: tuple(int(part) for part in version[1:].split(".")),
-    )
+    return highest(spec.version for spec in kubernetes) or DEFAULT_KUBE_VERSION
