@@ -113,11 +113,6 @@ def stop_requests(stop: Callable[[], None]) -> Iterator[None]:
         _stop_request.clear()
 
 
-def received() -> bool:
-    """Whether SIGINT or SIGTERM has been received."""
-    return bool(_received)
-
-
 def _watchdog() -> None:
     time.sleep(GRACE_SECONDS)
     finish()
