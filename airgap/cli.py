@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, TypeVar
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap import __version__, interrupt
+from airgap import __version__
 from airgap.bundle.reader import read_head
-from airgap.errors import EXIT_FAILURE, AirgapError, InputError
-from airgap.failures import ManyFailures
-from airgap.progress import Progress
-from airgap.redact import scrub
+from airgap.core import interrupt
+from airgap.core.errors import EXIT_FAILURE, AirgapError, InputError
+from airgap.core.failures import ManyFailures
+from airgap.core.progress import Progress
+from airgap.core.redact import scrub
 from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from airgap.rewrite.mapping import Target
     from airgap.verify.bundle import VerifiedBundle
     from airgap.verify.report import Report
-from airgap.signing import generate_keypair, load_public_key
-from airgap.textfmt import human_size, plural, printable
+from airgap.bundle.signing import generate_keypair, load_public_key
+from airgap.core.textfmt import human_size, plural, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,7 +65,7 @@ def main() -> None:
     """Console entry point: run the CLI and map every expected failure to one line.
 
     Ctrl-C and SIGTERM end it within a second or two, temporary files removed
-    (``airgap.interrupt``)."""
+    (``airgap.core.interrupt``)."""
     interrupt.install()
     leave(_run())
 
@@ -100,7 +101,7 @@ def leave(code: int) -> NoReturn:
     Why: a command's work is done and its files are closed, but a normal exit then frees
     every module and object one by one, ~15-20 ms of a 0.25 s re-import (issue 12) that
     the kernel does at once when the process ends. What an exit must still do is done
-    here: the exit handlers run (``airgap.phases`` writes its times, logging flushes)
+    here: the exit handlers run (``airgap.core.phases`` writes its times, logging flushes)
     and stdout and stderr are flushed. While a thread that an exit would wait for is
     still running, or when flushing fails (a closed pipe: Python's own report and exit
     status are kept), it exits the normal way instead."""
@@ -197,7 +198,7 @@ def format_option(text: str) -> Callable[[Callable[..., int]], Callable[..., int
 
 def _check_namespace(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Refused here, not by kubectl on the far side of the gap."""
-    from airgap.names import namespace_problem
+    from airgap.core.names import namespace_problem
 
     problem = None if value is None else namespace_problem(value)
     if problem:
@@ -207,7 +208,7 @@ def _check_namespace(ctx: click.Context, param: click.Parameter, value: str | No
 
 def _enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
-        from airgap import httplog
+        from airgap.net import httplog
 
         httplog.enable(
             lambda line: click.echo(f"airgap: debug: {printable(scrub(line))}", err=True)
@@ -680,7 +681,7 @@ def verify(
         raise click.UsageError("--sbom prints the SBOM instead of the report: drop --base/--report")
     trusted = load_trusted_keys(keys, no_signature)
     if review is not None:
-        from airgap.fsutil import require_directory_of
+        from airgap.core.fsutil import require_directory_of
 
         require_directory_of(review)  # before hashing gigabytes: the page has a place
     rules = None
@@ -755,7 +756,7 @@ def _write_review(path: Path, report: Report, quiet: bool) -> None:
     """The review page, from the document ``--format json`` prints."""
     from datetime import UTC, datetime
 
-    from airgap.fsutil import write_atomic
+    from airgap.core.fsutil import write_atomic
     from airgap.verify.review import render
 
     generated = datetime.now(tz=UTC).isoformat(timespec="seconds")
@@ -1029,7 +1030,7 @@ def status(
         connection,
     )
     if export_have is not None:
-        from airgap.fsutil import require_directory_of
+        from airgap.core.fsutil import require_directory_of
 
         require_directory_of(export_have)  # before anything is read or asked
     trusted = load_trusted_keys(keys, no_signature)
@@ -1077,7 +1078,7 @@ def _import_options(
 ) -> ImportOptions:
     """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.configmaps.variables import VariableValues, load_variables
-    from airgap.fsutil import check_output_dir
+    from airgap.core.fsutil import check_output_dir
     from airgap.importing.importer import ImportOptions
 
     if output_dir is not None:
@@ -1278,7 +1279,7 @@ def _prune_plan(
     output: Path,
     options: ImportOptions,
 ) -> int:
-    from airgap.fsutil import require_directory_of, write_atomic
+    from airgap.core.fsutil import require_directory_of, write_atomic
     from airgap.prune.planner import check_prefix, kept_by, make_plan
 
     check_prefix(options)
@@ -1310,7 +1311,7 @@ def _prune_plan(
 
 
 def _prune_apply(plan_file: Path, options: ImportOptions) -> int:
-    from airgap.inputfile import read_small
+    from airgap.core.inputfile import read_small
     from airgap.prune.applier import apply_plan
     from airgap.prune.planfile import MAX_PLAN_BYTES, PrunePlan
     from airgap.prune.planner import check_prefix

@@ -107,8 +107,8 @@ class _FileSink:
 
 
 def measure(mode: str, directions: list[str], blob: Path, digest: str, repeats: int) -> None:
-    from airgap import http
     from airgap.bundle.source import open_source
+    from airgap.net import httpclient
     from airgap.registry.client import Registry
     from airgap.verify.bundle import VerifiedBundle
     from airgap.verify.scan import Member
@@ -122,12 +122,14 @@ def measure(mode: str, directions: list[str], blob: Path, digest: str, repeats: 
     try:
         assert server._process is not None
         pid = server._process.pid
-        verify = http.ssl_context(str(pki.ca_cert)) if pki else True
+        verify = httpclient.ssl_context(str(pki.ca_cert)) if pki else True
         # the transport RegistryPool gives registries (an airgap before it had none)
         fast: dict[str, Any] = (
-            {"fast": True} if "fast" in inspect.signature(http.build_client).parameters else {}
+            {"fast": True}
+            if "fast" in inspect.signature(httpclient.build_client).parameters
+            else {}
         )
-        client = http.build_client(verify=verify, **fast)
+        client = httpclient.build_client(verify=verify, **fast)
         registry = Registry(server.host, client=client, plain_http=mode == "plain")
         registry.ping()
         source = open_source(blob)

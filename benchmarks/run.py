@@ -120,7 +120,7 @@ class Bench:
         # install's finder), not whatever the working tree holds mid-run
         self.env["PYTHONPATH"] = self.airgap_tree["path"]
         # the realistic provider releases come from a fake GitHub on loopback; every
-        # airgap command writes its phase times (airgap/phases.py) for provider lines
+        # airgap command writes its phase times (airgap/core/phases.py) for provider lines
         self.releases = ReleaseServer().start()
         self.env["GITHUB_API_URL"] = self.releases.api_url
         self.phase_file = self.out / "env" / "phases.json"

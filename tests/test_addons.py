@@ -21,10 +21,10 @@ from airgap.configmaps.addons import (
     split_documents,
 )
 from airgap.content.kinds import ContentKind, ContentSpec
-from airgap.errors import AirgapError, SpecError
-from airgap.oci import sha256_digest
+from airgap.core.errors import AirgapError, SpecError
+from airgap.oci.manifest import sha256_digest
+from airgap.oci.reference import parse_reference
 from airgap.providers.components import parse_components
-from airgap.reference import parse_reference
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from airgap.mirror.blobindex import MAX_HOLDERS, BlobIndex, index_path
-from airgap.oci import sha256_digest
+from airgap.oci.manifest import sha256_digest
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap

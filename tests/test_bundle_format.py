@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from airgap import jsonsafe
 from airgap.bundle.format import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
@@ -24,11 +23,12 @@ from airgap.bundle.format import (
 )
 from airgap.bundle.reader import read_head
 from airgap.bundle.writer import PlannedMember, RegionWriter, TarPlan
-from airgap.errors import BundleError
-from airgap.fsutil import atomic_writer
-from airgap.layout import index_json
-from airgap.limits import MAX_JSON_DEPTH
-from airgap.oci import Descriptor
+from airgap.core.errors import BundleError
+from airgap.core.fsutil import atomic_writer
+from airgap.core.limits import MAX_JSON_DEPTH
+from airgap.formats import jsonsafe
+from airgap.oci.layout import index_json
+from airgap.oci.manifest import Descriptor
 
 
 def _manifest() -> BundleManifest:

@@ -18,7 +18,7 @@ from airgap.bundle.parts import (
     parts_list_path,
 )
 from airgap.bundle.source import open_source
-from airgap.errors import BundleError, InputError
+from airgap.core.errors import BundleError, InputError
 
 MiB = 1 << 20
 

@@ -17,7 +17,7 @@ from airgap.content.chartrender import (
     chart_images,
     merge_values,
 )
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 from tests.harness.chartrepo import package
 from tests.harness.specs import assert_spec_error, spec_of
 

@@ -35,9 +35,9 @@ from airgap.content.helmoci import helm_config
 from airgap.content.kinds import ChartLocation, ContentKind
 from airgap.content.openpgp import read_keyring
 from airgap.content.provenance import PROVENANCE_NOTE, check_provenance
-from airgap.errors import AirgapError, DigestMismatchError, InputError, NotFoundError
-from airgap.oci import sha256_digest
-from airgap.reference import Reference, parse_reference
+from airgap.core.errors import AirgapError, DigestMismatchError, InputError, NotFoundError
+from airgap.oci.manifest import sha256_digest
+from airgap.oci.reference import Reference, parse_reference
 from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.chartrepo import package

@@ -20,10 +20,10 @@ import click
 import httpx
 import pytest
 
-from airgap import http as airgap_http
 from airgap.cli import _plain_http as plain_http_for
 from airgap.cli import cli
-from airgap.errors import NetworkError, SpecError
+from airgap.core.errors import NetworkError, SpecError
+from airgap.net import httpclient as airgap_http
 from airgap.providers.types import ProviderType
 from airgap.verify.policy import load_policy
 from airgap.verify.report import inventory_tables

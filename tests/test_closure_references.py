@@ -101,7 +101,7 @@ def test_each_text_is_parsed_once_for_its_images_and_its_embedded_components(
     word "components" in a CRD's description is enough to make it a candidate) is
     parsed once for both: the closure scan runs beside the push on a 2-core machine,
     where a second parse of megabytes of CRDs is CPU the registry loses."""
-    from airgap import yamlload
+    from airgap.formats import yamlload
     from airgap.providers import components as components_module
 
     parsed: list[str] = []

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
-from airgap.oci import sha256_digest
-from airgap.signing import load_public_key, verify
+from airgap.bundle.signing import load_public_key, verify
+from airgap.oci.manifest import sha256_digest
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 from airgap.providers.components import Variable, find_images, find_variables
 from airgap.providers.types import ProviderType
 from tests.harness.releases import make_components

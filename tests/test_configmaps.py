@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from airgap.configmaps.emit import CONFIG_STEP, CORE_STEP, PROVIDER_STEPS
-from airgap.oci import OCI_MANIFEST, sha256_digest
+from airgap.oci.manifest import OCI_MANIFEST, sha256_digest
 from airgap.providers.components import find_images, find_variables
 from airgap.providers.types import ProviderType
 from tests.harness import skopeo

@@ -29,9 +29,9 @@ from airgap.content.chartvalues import values_images, values_overrides
 from airgap.content.fetch import ContentRequest, fetch_content, request_for
 from airgap.content.helmengine import install_values
 from airgap.content.kinds import ContentKind, ContentSpec, operator_chart_file
-from airgap.errors import InputError, NotFoundError
-from airgap.providers.sources import index_page_files, source_for
-from airgap.reference import Reference, parse_reference
+from airgap.core.errors import InputError, NotFoundError
+from airgap.oci.reference import Reference, parse_reference
+from airgap.sources.releases import index_page_files, source_for
 from tests.harness import tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.management import (

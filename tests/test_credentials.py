@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 from airgap.registry import credentials
 from airgap.registry.auth import parse_challenge
 

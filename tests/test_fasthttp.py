@@ -1,4 +1,4 @@
-"""airgap.fasthttp, the registry's HTTP/1.1 transport, on the wire.
+"""airgap.net.fasthttp, the registry's HTTP/1.1 transport, on the wire.
 
 The real registry (tests/test_registry_client.py, whose clients use this transport as
 RegistryPool's do) covers what a well-behaved server sends. Here a scripted socket
@@ -21,9 +21,9 @@ from typing import TypedDict, Unpack
 import httpx
 import pytest
 
-from airgap import fasthttp
-from airgap.filebody import FileBody
-from airgap.pacing import Pacing
+from airgap.net import fasthttp
+from airgap.net.filebody import FileBody
+from airgap.net.pacing import Pacing
 
 Script = Callable[[socket.socket, bytes], None]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from airgap.errors import AirgapError, InputError, NotFoundError
-from airgap.http import build_client
-from airgap.limits import MAX_RELEASE_FILE_BYTES
+from airgap.core.errors import AirgapError, InputError, NotFoundError
+from airgap.core.limits import MAX_RELEASE_FILE_BYTES
+from airgap.net.httpclient import build_client
 from airgap.providers.fetch import FetchedProvider, fetch_provider
 from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airgap.errors import InputError
-from airgap.yamlload import iter_documents
-from airgap.yamlsafe import safe_load
-from airgap.yamlskim import skim
+from airgap.core.errors import InputError
+from airgap.formats.yamlload import iter_documents
+from airgap.formats.yamlsafe import safe_load
+from airgap.formats.yamlskim import skim
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.releases import ReleaseServer, make_metadata

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from airgap.limits import MAX_COMPONENTS_BYTES
+from airgap.core.limits import MAX_COMPONENTS_BYTES
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.hostile import Outcome, assert_one_line, run_measured

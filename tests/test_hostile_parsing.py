@@ -34,8 +34,8 @@ from airgap.bundle.format import (
     ImageRecord,
     blob_member,
 )
-from airgap.limits import MAX_EXTENDED_HEADER_BYTES, MAX_MANIFEST_BYTES
-from airgap.signing import load_private_key, sign
+from airgap.bundle.signing import load_private_key, sign
+from airgap.core.limits import MAX_EXTENDED_HEADER_BYTES, MAX_MANIFEST_BYTES
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.cli import collect_args

@@ -28,16 +28,16 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from airgap import fsutil
 from airgap.bundle.format import BundleManifest
-from airgap.errors import AirgapError, DigestMismatchError
-from airgap.fsutil import OutputSymlink, SecretBytes, UnsafeOutputPath
-from airgap.http import build_client, ssl_context
-from airgap.oci import Manifest
-from airgap.providers.sources import source_for
+from airgap.core import fsutil
+from airgap.core.errors import AirgapError, DigestMismatchError
+from airgap.core.fsutil import OutputSymlink, SecretBytes, UnsafeOutputPath
+from airgap.net.httpclient import build_client, ssl_context
+from airgap.oci.manifest import Manifest
 from airgap.providers.types import ProviderType
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
+from airgap.sources.releases import source_for
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap

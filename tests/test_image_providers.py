@@ -19,7 +19,7 @@ import yaml
 from airgap.bundle.format import ProviderRecord
 from airgap.bundle.reader import read_head
 from airgap.collect.spec import parse_spec
-from airgap.errors import AirgapError, InputError, SpecError
+from airgap.core.errors import AirgapError, InputError, SpecError
 from airgap.mirror.manifestimage import Published, component_list
 from airgap.providers.imagefs import ImageFiles, LayerError
 from airgap.providers.imagesource import (
@@ -803,7 +803,7 @@ def test_verify_checks_the_profile_files_where_collect_writes_them() -> None:
     from dataclasses import replace
 
     from airgap.bundle.format import ProviderImageRecord
-    from airgap.verify.content import _check_profile_files
+    from airgap.verify.layoutcheck import _check_profile_files
 
     base = "providers/infrastructure-acme/v2.8.1/profiles"
     paths = [

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from airgap.oci import DOCKER_LIST, DOCKER_MANIFEST, sha256_digest
+from airgap.oci.manifest import DOCKER_LIST, DOCKER_MANIFEST, sha256_digest
 from airgap.providers.components import find_images
 from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo

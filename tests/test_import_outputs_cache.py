@@ -18,7 +18,7 @@ import pytest
 
 from airgap.configmaps.variables import VariableValues
 from airgap.importing import outputcache
-from airgap.oci import OCI_MANIFEST
+from airgap.oci.manifest import OCI_MANIFEST
 from tests.conftest import start_registry, stop_registry
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.capi import write_spec

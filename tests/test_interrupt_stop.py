@@ -9,7 +9,7 @@ import sys
 
 SCRIPT = """
 import os, signal
-from airgap import interrupt
+from airgap.core import interrupt
 interrupt.install()
 asked = []
 with interrupt.stop_requests(lambda: asked.append(1)):

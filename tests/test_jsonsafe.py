@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airgap.jsonsafe import JSONShapeError, loads
+from airgap.formats.jsonsafe import JSONShapeError, loads
 
 
 def nested(depth: int, *, inner: object = 1) -> str:

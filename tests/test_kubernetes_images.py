@@ -33,7 +33,7 @@ from airgap.content.kubeadm import (
     parse_constants,
 )
 from airgap.content.kubesource import KubeadmSource, fetch_kubeadm_images
-from airgap.errors import InputError, NotFoundError
+from airgap.core.errors import InputError, NotFoundError
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from airgap.content.chartrender import RenderSettings, chart_images
-from airgap.oci import sha256_digest
+from airgap.oci.manifest import sha256_digest
+from airgap.oci.reference import parse_reference
 from airgap.providers.components import VARIABLE_RE, lenient_images, parse_components
-from airgap.reference import parse_reference
 from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo, tamper
 from tests.harness.cli import run_airgap

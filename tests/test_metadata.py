@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 from airgap.providers.metadata import Metadata, ReleaseSeries, parse_metadata
 from tests.harness.releases import make_metadata
 

@@ -1,8 +1,8 @@
-"""How outside values are quoted in messages (``airgap.names``): briefly."""
+"""How outside values are quoted in messages (``airgap.core.names``): briefly."""
 
 from __future__ import annotations
 
-from airgap.names import shown
+from airgap.core.names import shown
 
 
 def test_shown_quotes_and_cuts_long_text() -> None:

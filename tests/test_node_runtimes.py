@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from airgap.bundle.format import ImageRecord
+from airgap.oci.reference import parse_reference
 from airgap.providers.components import find_images
-from airgap.reference import parse_reference
 from tests.conftest import start_registry, stop_registry
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import run_airgap

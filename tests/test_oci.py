@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from airgap.errors import AirgapError
-from airgap.oci import (
+from airgap.core.errors import AirgapError
+from airgap.oci.manifest import (
     DOCKER_LIST,
     DOCKER_MANIFEST,
     OCI_INDEX,

@@ -31,8 +31,8 @@ from airgap.configmaps.objects import (
     ProviderVersion,
 )
 from airgap.configmaps.overrides import image_overrides
-from airgap.errors import EXIT_FAILURE, AirgapError
-from airgap.fsutil import SecretBytes
+from airgap.core.errors import EXIT_FAILURE, AirgapError
+from airgap.core.fsutil import SecretBytes
 from airgap.providers.components import Variable, parse_components
 from airgap.providers.types import ProviderType
 from airgap.rewrite.providers import RewrittenProvider

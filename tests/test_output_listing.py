@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airgap.fsutil import remove_files
+from airgap.core.fsutil import remove_files
 from airgap.importing.outputlisting import IMPORT, LISTING, OPERATOR, plan, read
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap

@@ -1,4 +1,4 @@
-"""``airgap.parallel``: results in job order, the first failure stops the rest, work
+"""``airgap.core.parallel``: results in job order, the first failure stops the rest, work
 that other work unlocks runs before what has not started yet, and a byte budget holds
 work back until it fits."""
 
@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from airgap.parallel import ByteBudget, Started, run_parallel, run_unlocking
+from airgap.core.parallel import ByteBudget, Started, run_parallel, run_unlocking
 
 
 def test_results_come_in_job_order_whatever_order_jobs_end_in() -> None:
@@ -172,7 +172,7 @@ def test_leaving_started_jobs_on_an_interrupt_does_not_wait_for_the_running_ones
 
     with pytest.raises(KeyboardInterrupt), Started([transfer], 1):
         assert began.wait(5)
-        raise KeyboardInterrupt  # Ctrl-C, as airgap.interrupt raises it
+        raise KeyboardInterrupt  # Ctrl-C, as airgap.core.interrupt raises it
     assert not finished.is_set()  # the block was left with the transfer still running
     release.set()
     assert finished.wait(5)

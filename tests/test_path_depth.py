@@ -21,9 +21,9 @@ import httpx
 import pytest
 import yaml
 
-from airgap.errors import InputError
-from airgap.oci import sha256_digest
-from airgap.reference import parse_reference
+from airgap.core.errors import InputError
+from airgap.oci.manifest import sha256_digest
+from airgap.oci.reference import parse_reference
 from airgap.rewrite.mapping import Target, flatten_path, map_images
 from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo

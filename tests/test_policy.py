@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from airgap.bundle.format import BundleManifest
-from airgap.reference import parse_reference
-from airgap.signing import fingerprint, load_public_key
+from airgap.bundle.signing import fingerprint, load_public_key
+from airgap.oci.reference import parse_reference
 from airgap.verify.policy import Policy, evaluate, load_policy
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from airgap.bundle.signing import load_public_key
+from airgap.core.progress import Progress
 from airgap.importing.importer import ImportOptions, run_import
-from airgap.progress import Progress
 from airgap.rewrite.mapping import Target
-from airgap.signing import load_public_key
 from airgap.verify.bundle import verify_bundle
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec

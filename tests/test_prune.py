@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from airgap.oci import sha256_digest
+from airgap.oci.manifest import sha256_digest
 from airgap.providers.types import ProviderType
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey

@@ -1,11 +1,11 @@
-"""Credentials out of messages (``airgap.redact``): what ``scrub`` removes, and that it
+"""Credentials out of messages (``airgap.core.redact``): what ``scrub`` removes, and that it
 scans any message in one pass."""
 
 from __future__ import annotations
 
 import pytest
 
-from airgap.redact import redact_url, scrub, without_userinfo
+from airgap.core.redact import redact_url, scrub, without_userinfo
 
 
 @pytest.mark.parametrize(

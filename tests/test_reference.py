@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airgap.errors import InputError
-from airgap.reference import Reference, api_host, is_loopback_host, parse_reference
+from airgap.core.errors import InputError
+from airgap.oci.reference import Reference, api_host, is_loopback_host, parse_reference
 
 DIGEST = "sha256:" + "ab" * 32
 

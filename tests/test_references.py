@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from airgap.bundle.format import BundleManifest
-from airgap.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+from airgap.oci.manifest import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.components import find_images
-from airgap.reference import Reference, parse_reference
 from tests.conftest import start_registry, stop_registry
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import SigningKey

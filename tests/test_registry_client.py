@@ -28,9 +28,7 @@ from typing import Any, Protocol
 import httpx
 import pytest
 
-from airgap import fasthttp
-from airgap import http as airgap_http
-from airgap.errors import (
+from airgap.core.errors import (
     AuthError,
     DigestMismatchError,
     HTTPStatusError,
@@ -38,8 +36,10 @@ from airgap.errors import (
     NotFoundError,
     TLSError,
 )
-from airgap.oci import OCI_MANIFEST, Descriptor, Manifest
-from airgap.reference import parse_reference
+from airgap.net import fasthttp
+from airgap.net import httpclient as airgap_http
+from airgap.oci.manifest import OCI_MANIFEST, Descriptor, Manifest
+from airgap.oci.reference import parse_reference
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
@@ -484,8 +484,8 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
     plain_registry: RegistryServer, connect: Connect
 ) -> None:
     """Per-read Python work dominated collect's CPU at httpcore's 64 KiB reads; a blob
-    streamed over loopback must arrive in bigger reads (airgap.fasthttp.READ_BYTES, the
-    registry transport's; airgap.http.RESPONSE_READ_BYTES for httpcore elsewhere)."""
+    streamed over loopback must arrive in bigger reads (airgap.net.fasthttp.READ_BYTES, the
+    registry transport's; airgap.net.httpclient.RESPONSE_READ_BYTES for httpcore elsewhere)."""
     registry = connect(plain_registry)
     data = os.urandom(4 * MIB)
     digest = skopeo.digest_of(data)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from airgap import http as airgap_http
+from airgap.net import httpclient as airgap_http
 from airgap.registry.client import Registry
 from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.registry import RegistryFactory, RegistryServer

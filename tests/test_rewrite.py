@@ -7,7 +7,7 @@ import tomllib
 import pytest
 import yaml
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 from airgap.mirror import nodeconfig
 from airgap.rewrite.mapping import Target, map_images
 from airgap.rewrite.references import Lookup, rewrite_images

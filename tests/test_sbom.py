@@ -20,8 +20,8 @@ import jsonschema
 import pytest
 
 from airgap.bundle.format import ImageRecord
-from airgap.reference import parse_reference
-from airgap.signing import load_public_key
+from airgap.bundle.signing import load_public_key
+from airgap.oci.reference import parse_reference
 from airgap.verify.bundle import verify_bundle
 from airgap.verify.sbom import image_purl, spdx
 from tests.harness import tamper

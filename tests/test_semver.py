@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from airgap.errors import InputError
-from airgap.providers.semver import highest, is_prerelease, parse_version, try_parse
+from airgap.core.errors import InputError
+from airgap.sources.semver import highest, is_prerelease, parse_version, try_parse
 
 
 @pytest.mark.parametrize(

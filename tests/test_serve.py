@@ -40,9 +40,9 @@ from airgap.bundle.parts import (
     parts_list_path,
     parts_signature_path,
 )
-from airgap.reference import parse_reference
+from airgap.bundle.signing import load_private_key, sign
+from airgap.oci.reference import parse_reference
 from airgap.rewrite.mapping import host_path_element
-from airgap.signing import load_private_key, sign
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from airgap.bundle.format import BundleManifest, ImageRecord, blob_member
-from airgap.errors import InputError
-from airgap.oci import OCI_INDEX, OCI_MANIFEST
+from airgap.core.errors import InputError
+from airgap.oci.manifest import OCI_INDEX, OCI_MANIFEST
 from airgap.serve.catalog import AmbiguousName, build_catalog
 from airgap.serve.ranges import Unsatisfiable, parse_range
 from airgap.serve.run import parse_listen

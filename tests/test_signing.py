@@ -3,8 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from airgap.errors import InputError, SignatureError
-from airgap.signing import (
+from airgap.bundle.signing import (
     fingerprint,
     generate_keypair,
     load_private_key,
@@ -12,6 +11,7 @@ from airgap.signing import (
     sign,
     verify,
 )
+from airgap.core.errors import InputError, SignatureError
 
 
 def test_keygen_writes_private_0600_and_public(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from airgap.errors import AirgapError, HTTPStatusError, InputError, NetworkError, NotFoundError
-from airgap.http import build_client, ssl_context
-from airgap.providers.sources import (
+from airgap.core.errors import AirgapError, HTTPStatusError, InputError, NetworkError, NotFoundError
+from airgap.net.httpclient import build_client, ssl_context
+from airgap.sources.releases import (
     GitHubSource,
     HTTPDirectorySource,
     LocalRepositorySource,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from airgap.collect.spec import BundleSpec, RegistrySettings, load_spec
-from airgap.errors import InputError, SpecError
+from airgap.core.errors import InputError, SpecError
 from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
 

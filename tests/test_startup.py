@@ -54,9 +54,9 @@ def test_a_plain_verify_loads_no_policy_or_supply_chain_code() -> None:
 
 
 def test_httpcore_loads_only_for_a_transport_of_httpx_own() -> None:
-    """The registry's transport (airgap.fasthttp) needs no httpcore (with h11 and anyio,
+    """The registry's transport (airgap.net.fasthttp) needs no httpcore (with h11 and anyio,
     ~15 ms of start-up, most of a no-op re-import being start-up); a client on httpx's
-    own transport loads it and has every connection paced (airgap.pacedcore)."""
+    own transport loads it and has every connection paced (airgap.net.pacedcore)."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
 
     def loaded(statement: str) -> set[str]:
@@ -66,12 +66,10 @@ def test_httpcore_loads_only_for_a_transport_of_httpx_own() -> None:
         )
         return {name.split(".")[0] for name in result.stdout.split()}
 
-    fast = (
-        "import airgap.cli, airgap.importing.importer, airgap.http as h; h.build_client(fast=True)"
-    )
+    fast = "import airgap.cli, airgap.importing.importer, airgap.net.httpclient as h; h.build_client(fast=True)"
     assert not loaded(fast) & {"httpcore", "h11", "anyio"}
     paced = (
-        "import airgap.http as h; from airgap.pacedcore import PacedBackend; "
+        "import airgap.net.httpclient as h; from airgap.net.pacedcore import PacedBackend; "
         "assert isinstance(h.build_client()._transport._pool._network_backend, PacedBackend)"
     )
     assert "httpcore" in loaded(paced)
@@ -88,7 +86,7 @@ def test_a_plain_http_connection_loads_no_idna_codec() -> None:
     would make getaddrinfo load the idna codec, a millisecond of a no-op re-import."""
     # a bare socket server: http.server's own bind looks its name up (the codec again)
     probe = (
-        "import socket, sys, threading, airgap.http as h\n"
+        "import socket, sys, threading, airgap.net.httpclient as h\n"
         "listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen()\n"
         "def serve():\n"
         "    peer = listener.accept()[0]\n"
@@ -178,7 +176,7 @@ def test_a_command_ends_with_its_exit_code_and_phase_times(tmp_path: Path) -> No
     the benchmark reads, written by their exit handler."""
     phases = tmp_path / "phases.json"
     env = {**os.environ, "AIRGAP_PHASE_TIMES": str(phases)}
-    probe = "import airgap.phases; from airgap.cli import main; main()"
+    probe = "import airgap.core.phases; from airgap.cli import main; main()"
     missing = tmp_path / "missing.tar"
     result = subprocess.run(
         [sys.executable, "-c", probe, "inspect", str(missing)],
@@ -197,6 +195,6 @@ def test_helms_engine_loads_only_for_a_chart() -> None:
     never by airgap's start-up nor by the modules that only may render one."""
     loaded = loaded_after(
         "import airgap.cli, airgap.collect.spec, airgap.content.fetch, "
-        "airgap.verify.contents, airgap.rewrite.contents, airgap.importing.importer"
+        "airgap.verify.records, airgap.rewrite.contents, airgap.importing.importer"
     )
     assert "helm_python" not in loaded

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from airgap.bundle.format import blob_member
-from airgap.oci import Manifest
+from airgap.oci.manifest import Manifest
 from tests.harness import skopeo, tamper
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory

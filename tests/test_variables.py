@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from airgap.configmaps.variables import VariableValues, load_variables, parse_variables
-from airgap.errors import InputError
-from airgap.limits import MAX_VARIABLES_BYTES
+from airgap.core.errors import InputError
+from airgap.core.limits import MAX_VARIABLES_BYTES
 from airgap.providers.types import ProviderType
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import assert_clean_failure, run_airgap

@@ -26,7 +26,7 @@ from airgap.bundle.format import (
     ProviderRecord,
     blob_member,
 )
-from airgap.signing import fingerprint, load_public_key
+from airgap.bundle.signing import fingerprint, load_public_key
 from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
@@ -153,7 +153,7 @@ def test_harness_round_trip_is_byte_identical(corpus: Corpus, tmp_path: Path) ->
 def test_manifest_bytes_are_read_again_and_checked(corpus: Corpus, tmp_path: Path) -> None:
     """A verified bundle does not hold its manifest's bytes: asked for, they are read
     again and must still be the bytes that were verified."""
-    from airgap.errors import BundleError
+    from airgap.core.errors import BundleError
     from airgap.verify.bundle import verify_bundle
 
     copy = tmp_path / "copy.tar"
@@ -1018,9 +1018,9 @@ def test_index_json_read_compactly_gives_the_full_parse_findings(
     collect writes (issue 12, scale RSS); any index.json gives the very findings the full
     parse gives, whether the compact read takes it or leaves it to the full parse."""
     from airgap.bundle.format import BundleManifest, ImageRecord
-    from airgap.layout import index_json
-    from airgap.oci import OCI_MANIFEST, Descriptor
-    from airgap.verify import content
+    from airgap.oci.layout import index_json
+    from airgap.oci.manifest import OCI_MANIFEST, Descriptor
+    from airgap.verify import layoutcheck as content
 
     images = [
         ImageRecord(f"r/i{n}:1", f"sha256:{n:064x}", OCI_MANIFEST, ["linux/amd64"], 9)

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from airgap import yamlload, yamlsafe, yamlskim
 from airgap.configmaps import emit, objects
-from airgap.errors import InputError
-from airgap.limits import MAX_COMPONENTS_DEPTH, MAX_YAML_DEPTH
+from airgap.core.errors import InputError
+from airgap.core.limits import MAX_COMPONENTS_DEPTH, MAX_YAML_DEPTH
+from airgap.formats import yamlload, yamlsafe, yamlskim
 from airgap.providers import components
 from airgap.providers.components import parse_components
 from airgap.providers.types import ProviderType
@@ -287,7 +287,7 @@ def test_skipping_other_kinds_keeps_exactly_the_wanted_documents(pure: bool) -> 
 
 
 # documents whose text says one kind and whose YAML may say another: each must come out
-# as PyYAML reads it, whether or not the skim (airgap.yamlskim) sets any aside
+# as PyYAML reads it, whether or not the skim (airgap.formats.yamlskim) sets any aside
 MISLEADING_DOCUMENTS = [
     'x: "\nkind: CustomResourceDefinition\n"\n"kind": Deployment\nmetadata: {name: q}\n',
     "x: 'a\nkind: Service'\nkind: Deployment\nmetadata: {name: two-lines}\n",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-from airgap.errors import InputError
-from airgap.names import shown
+from airgap.core.errors import InputError
+from airgap.core.names import shown
 
 EPOCH_ENV = "SOURCE_DATE_EPOCH"
 MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z: the last second a datetime holds

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airgap.bundle.format import IMAGES_DIR, BundleManifest
-from airgap.errors import InputError
-from airgap.providers.semver import try_parse
-from airgap.reference import parse_reference
-from airgap.textfmt import TABLE_WIDTH, human_size, plural, printable, short_digest, table
+from airgap.core.errors import InputError
+from airgap.core.textfmt import TABLE_WIDTH, human_size, plural, printable, short_digest, table
+from airgap.oci.reference import parse_reference
+from airgap.sources.semver import try_parse
 
 ADDED, REMOVED, UPGRADED, DOWNGRADED, CHANGED = (
     "added",

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any, TypeVar
 
-from airgap import jsonsafe
-from airgap.errors import BundleError
-from airgap.jsonsafe import Fields, JSONShapeError
-from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_JSON_DEPTH
-from airgap.names import digest_problem, shown
+from airgap.core.errors import BundleError
+from airgap.core.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_JSON_DEPTH
+from airgap.core.names import digest_problem, shown
+from airgap.formats import jsonsafe
+from airgap.formats.jsonsafe import Fields, JSONShapeError
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "airgap-bundle.json"

@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.bundle.format import SIGNATURE_NAME, BundleManifest
 from airgap.bundle.reader import read_head
-from airgap.errors import BundleError, SignatureError
-from airgap.inputfile import open_regular, read_small
-from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES
-from airgap.signing import verify
+from airgap.bundle.signing import verify
+from airgap.core.errors import BundleError, SignatureError
+from airgap.core.inputfile import open_regular, read_small
+from airgap.core.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES
 
 SNIFF_BYTES = 64
 

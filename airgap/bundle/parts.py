@@ -21,11 +21,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from airgap import jsonsafe
-from airgap.errors import BundleError, InputError
-from airgap.jsonsafe import Fields, JSONShapeError
-from airgap.limits import describe_size
-from airgap.names import shown
+from airgap.core.errors import BundleError, InputError
+from airgap.core.limits import describe_size
+from airgap.core.names import shown
+from airgap.formats import jsonsafe
+from airgap.formats.jsonsafe import Fields, JSONShapeError
 
 PARTS_FORMAT = 1
 PARTS_KIND = "airgap-bundle-parts"

@@ -14,10 +14,10 @@ from pathlib import Path
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import TarReader, TarTruncated
-from airgap.errors import BundleError
+from airgap.core.errors import BundleError
+from airgap.core.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, describe_size
+from airgap.core.names import shown
 from airgap.formats.tarheader import TarFormatError
-from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, describe_size
-from airgap.names import shown
 
 
 @dataclass(frozen=True)

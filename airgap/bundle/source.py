@@ -36,9 +36,9 @@ from airgap.bundle.parts import (
     parts_signature_path,
     split_part_name,
 )
-from airgap.errors import BundleError, InputError
-from airgap.inputfile import open_regular, read_small
-from airgap.limits import MAX_SIGNATURE_BYTES
+from airgap.core.errors import BundleError, InputError
+from airgap.core.inputfile import open_regular, read_small
+from airgap.core.limits import MAX_SIGNATURE_BYTES
 
 READ_CHUNK = 1 << 20
 

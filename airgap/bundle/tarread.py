@@ -21,6 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from airgap.core.inputfile import open_regular
+from airgap.core.limits import (
+    MAX_EXTENDED_HEADER_BYTES,
+    MAX_EXTENDED_HEADERS_PER_MEMBER,
+    describe_size,
+)
+from airgap.core.names import shown
 from airgap.formats.tarheader import (
     BLOCK,
     TarFormatError,
@@ -31,13 +38,6 @@ from airgap.formats.tarheader import (
     size_of,
     text,
 )
-from airgap.inputfile import open_regular
-from airgap.limits import (
-    MAX_EXTENDED_HEADER_BYTES,
-    MAX_EXTENDED_HEADERS_PER_MEMBER,
-    describe_size,
-)
-from airgap.names import shown
 
 REGULAR_TYPES = frozenset({b"0", b"\0", b"7"})
 DIRECTORY = b"5"

@@ -41,8 +41,8 @@ from airgap.bundle.parts import (
     split_part_name,
 )
 from airgap.bundle.source import ensure_descriptors
-from airgap.errors import InputError
-from airgap.fsutil import atomic_writer, check_replaceable, write_atomic
+from airgap.core.errors import InputError
+from airgap.core.fsutil import atomic_writer, check_replaceable, write_atomic
 
 BLOCK = tarfile.BLOCKSIZE
 END_OF_ARCHIVE = b"\0" * (BLOCK * 2)

@@ -31,12 +31,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.bundle.format import ImageRecord, blob_member
 from airgap.bundle.manifestfile import is_manifest_file, load_manifest
-from airgap.errors import AirgapError, BundleError, InputError
-from airgap.havelist import HaveList
-from airgap.inputfile import read_small
-from airgap.limits import MAX_HAVE_LIST_BYTES
-from airgap.oci import Manifest
-from airgap.reference import parse_reference
+from airgap.core.errors import AirgapError, BundleError, InputError
+from airgap.core.inputfile import read_small
+from airgap.core.limits import MAX_HAVE_LIST_BYTES
+from airgap.oci.havelist import HaveList
+from airgap.oci.manifest import Manifest
+from airgap.oci.reference import parse_reference
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
 

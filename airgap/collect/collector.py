@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from airgap import __version__, http, interrupt, phases
+from airgap import __version__
 from airgap.bundle.created import created_timestamp, source_date_epoch
 from airgap.bundle.format import (
     IMAGES_DIR,
@@ -34,6 +34,7 @@ from airgap.bundle.format import (
     ProviderImageRecord,
     ProviderRecord,
 )
+from airgap.bundle.signing import load_private_key, sign
 from airgap.bundle.writer import (
     PlannedMember,
     Region,
@@ -51,14 +52,19 @@ from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
 from airgap.content.helm import PoolFactory
 from airgap.content.kinds import ContentKind
-from airgap.errors import AirgapError, InputError
-from airgap.failures import Failure, raise_failures
-from airgap.fsutil import check_replaceable, require_directory_of
+from airgap.core import interrupt, phases
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.failures import Failure, raise_failures
+from airgap.core.fsutil import check_replaceable, require_directory_of
+from airgap.core.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
+from airgap.core.parallel import Started
+from airgap.core.progress import QUIET, Progress
+from airgap.core.space import Need, check_space
+from airgap.core.textfmt import plural
 from airgap.installer.member import installer_member
-from airgap.layout import INDEX_FILE
-from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_MANIFEST_BYTES, describe_size
-from airgap.parallel import Started
-from airgap.progress import QUIET, Progress
+from airgap.net import httpclient
+from airgap.oci.layout import INDEX_FILE
+from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.contract import ContractMember, contract_problems
 from airgap.providers.fetch import (
     DownloadedRelease,
@@ -70,11 +76,7 @@ from airgap.providers.imagesource import fetch_image_provider
 from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup
-from airgap.reference import Reference, parse_reference
 from airgap.registry.pool import RegistryPool
-from airgap.signing import load_private_key, sign
-from airgap.space import Need, check_space
-from airgap.textfmt import plural
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def collect(
     try:
         # release files and chart repositories over airgap's own transport, as registry
         # traffic is: bounded heads (1xx included), framing and trailers
-        with http.build_client(fast=True) as client:
+        with httpclient.build_client(fast=True) as client:
             failures: list[Failure] = []  # every release and image that failed
             providers = _fetch_providers(spec, staging, progress, client, failures)
             if not failures:  # a set missing a release is reported for that

@@ -15,13 +15,13 @@ from functools import partial
 
 from airgap.bundle.format import ArtifactRecord
 from airgap.bundle.writer import Region, RegionWriter, Sink
-from airgap.errors import AirgapError, InputError
-from airgap.failures import Failure
-from airgap.limits import MAX_CONFIG_BYTES
-from airgap.oci import Descriptor, Manifest, config_platform, filter_index
-from airgap.parallel import run_parallel
-from airgap.progress import QUIET, Progress, Task
-from airgap.reference import Reference
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.failures import Failure
+from airgap.core.limits import MAX_CONFIG_BYTES
+from airgap.core.parallel import run_parallel
+from airgap.core.progress import QUIET, Progress, Task
+from airgap.oci.manifest import Descriptor, Manifest, config_platform, filter_index
+from airgap.oci.reference import Reference
 from airgap.registry.client import Registry
 from airgap.registry.pool import RegistryPool
 from airgap.supplychain.discover import Attached, Subject, discover, index_attestations

@@ -23,8 +23,8 @@ from airgap.bundle.format import IMAGES_DIR, FileRecord, blob_member
 from airgap.bundle.writer import PlannedMember, member_span
 from airgap.collect.images import ResolvedImage
 from airgap.content.fetch import FetchedContent
-from airgap.errors import AirgapError
-from airgap.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, write_index_json
+from airgap.core.errors import AirgapError
+from airgap.oci.layout import INDEX_FILE, OCI_LAYOUT_CONTENT, OCI_LAYOUT_FILE, write_index_json
 from airgap.providers.fetch import FetchedProvider
 
 # In the staging directory, beside the provider and content files (whose names never

@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from airgap import yamlsafe
 from airgap.content.chartrender import (
     DEFAULT_KUBE_VERSION,
     DEFAULT_NAMESPACE,
@@ -30,22 +29,23 @@ from airgap.content.chartrender import (
 from airgap.content.constraints import satisfies
 from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
 from airgap.content.kubeadm import kubernetes_version_problem
-from airgap.errors import AirgapError, InputError, SpecError, utf8_text
-from airgap.inputfile import check_regular, read_small
-from airgap.limits import MAX_SPEC_BYTES
-from airgap.names import (
+from airgap.core.errors import AirgapError, InputError, SpecError, utf8_text
+from airgap.core.inputfile import check_regular, read_small
+from airgap.core.limits import MAX_SPEC_BYTES
+from airgap.core.names import (
     file_name_problem,
     namespace_problem,
     provider_name_problem,
     shown,
     version_problem,
 )
-from airgap.providers.semver import highest
+from airgap.core.redact import has_userinfo, redact_url, without_userinfo
+from airgap.formats import yamlsafe
+from airgap.oci.reference import parse_reference
 from airgap.providers.specs import ImageProviderSpec, ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
-from airgap.redact import has_userinfo, redact_url, without_userinfo
-from airgap.reference import parse_reference
+from airgap.sources.semver import highest
 
 LATEST = "latest"
 
@@ -559,7 +559,7 @@ class _SpecReader:
 
     def values_file(self, node: Node, where: str) -> dict[str, Any]:
         """A values file the spec names, read within bounds, parsed as one mapping."""
-        from airgap.yamlload import load_single
+        from airgap.formats.yamlload import load_single
 
         path = Path(self.string(node, where)).expanduser()
         if not path.is_absolute():

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from airgap.bundle.format import BundleManifest, TrustRecord, blob_member
 from airgap.collect.images import ResolvedImage
-from airgap.errors import AirgapError
+from airgap.core.errors import AirgapError
 from airgap.verify.artifacts import TRUST_FILES
 
 if TYPE_CHECKING:

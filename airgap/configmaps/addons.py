@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from airgap.configmaps.emit import dump
-from airgap.errors import AirgapError
+from airgap.core.errors import AirgapError
 
 ADDONS_DIR = "addons"
 CRS_API_VERSION = "addons.cluster.x-k8s.io/v1beta1"

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airgap import phases
 from airgap.configmaps import emit, ocisource
 from airgap.configmaps.management import README, content_outputs, readme
 from airgap.configmaps.variables import VariableValues
+from airgap.core import phases
 from airgap.registry.client import Registry
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Target

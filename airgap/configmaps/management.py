@@ -33,9 +33,9 @@ from airgap.configmaps.addons import addon_files, addons_index
 from airgap.configmaps.charts import chart_files, chart_index, repository_index
 from airgap.configmaps.emit import CONFIG_STEP, CORE_STEP, PROVIDER_STEPS, PROVIDERS_STEP, dump
 from airgap.content.kinds import CERT_MANAGER_FILE, OPERATOR_FILE, ContentKind, is_chart
+from airgap.formats.yamlload import iter_documents
 from airgap.providers.components import parse_components
 from airgap.rewrite.contents import RewrittenContent
-from airgap.yamlload import iter_documents
 
 CERT_MANAGER_STEP = "00-cert-manager"
 OPERATOR_STEP = "01-capi-operator"

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from airgap.errors import AirgapError
-from airgap.fsutil import SecretBytes
-from airgap.names import shown
+from airgap.core.errors import AirgapError
+from airgap.core.fsutil import SecretBytes
+from airgap.core.names import shown
 from airgap.providers.components import Components, Variable, parse_components
 from airgap.providers.types import ProviderType
 

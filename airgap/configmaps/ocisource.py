@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from airgap.configmaps.objects import ProviderVersion
-from airgap.oci import OCI_MANIFEST, TITLE_ANNOTATION, Manifest, sha256_digest
+from airgap.oci.manifest import OCI_MANIFEST, TITLE_ANNOTATION, Manifest, sha256_digest
 from airgap.registry.client import Registry, bytes_body
 from airgap.rewrite.mapping import Target
 

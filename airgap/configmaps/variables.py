@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airgap.errors import InputError
-from airgap.inputfile import read_small
-from airgap.limits import MAX_VARIABLES_BYTES
+from airgap.core.errors import InputError
+from airgap.core.inputfile import read_small
+from airgap.core.limits import MAX_VARIABLES_BYTES
 
 if TYPE_CHECKING:
     import yaml
@@ -97,7 +97,7 @@ def parse_variables(text: str, path: Path) -> dict[str, str]:
     # a re-import without one parses no YAML at all
     import yaml
 
-    from airgap import yamlsafe
+    from airgap.formats import yamlsafe
 
     try:
         root = yamlsafe.compose(text, str(path), max_bytes=MAX_VARIABLES_BYTES)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airgap.bundle.tarread import TarReader, TarTruncated
-from airgap.errors import InputError
+from airgap.core.errors import InputError
+from airgap.core.limits import MAX_CHART_FILE_BYTES, MAX_CHART_MEMBERS, MAX_CHART_UNPACKED_BYTES
 from airgap.formats.tarheader import TarFormatError
-from airgap.limits import MAX_CHART_FILE_BYTES, MAX_CHART_MEMBERS, MAX_CHART_UNPACKED_BYTES
-from airgap.yamlload import load_first
+from airgap.formats.yamlload import load_first
 
 __all__ = ["Chart", "Dependency", "read_chart"]
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 
 # what .Capabilities.KubeVersion renders as when the entry gives none (Helm's own default
 # follows the library's build; a fixed one renders the same on every machine)
@@ -107,9 +107,9 @@ def rendered_images(manifests: dict[str, str], source: str, *, strict: bool = Tr
     normalised, in the order Helm's output lists them. InputError for a manifest that
     does not parse or (``strict``) a container image that is not a reference; not
     ``strict``, such an image is listed as written."""
+    from airgap.formats.yamlload import iter_documents
+    from airgap.oci.reference import parse_reference
     from airgap.providers.components import document_images
-    from airgap.reference import parse_reference
-    from airgap.yamlload import iter_documents
 
     if sum(len(text) for text in manifests.values()) > MAX_RENDERED_CHARS:
         raise InputError(f"{source}: renders more than {MAX_RENDERED_CHARS >> 20} MiB of manifests")

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from airgap.errors import InputError
-from airgap.reference import Reference, parse_reference
+from airgap.core.errors import InputError
+from airgap.oci.reference import Reference, parse_reference
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from airgap.errors import InputError
-from airgap.providers.semver import Version, try_parse
+from airgap.core.errors import InputError
+from airgap.sources.semver import Version, try_parse
 
 _CONDITION_RE = re.compile(
     r"^(?P<op>!=|>=|<=|=>|=<|>|<|=|~>|~|\^)?\s*v?"

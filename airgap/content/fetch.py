@@ -29,11 +29,11 @@ from airgap.content.kinds import (
 )
 from airgap.content.kubesource import KubeadmSource, fetch_kubeadm_images
 from airgap.content.templateimages import template_images
-from airgap.content.urlfile import URLFileSource
-from airgap.errors import AirgapError, InputError, NotFoundError, utf8_text
-from airgap.limits import MAX_RELEASE_FILE_BYTES
+from airgap.core.errors import AirgapError, InputError, NotFoundError, utf8_text
+from airgap.core.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.components import parse_components
-from airgap.providers.sources import ReleaseSource, source_for
+from airgap.sources.releases import ReleaseSource, source_for
+from airgap.sources.urlfile import URLFileSource
 
 
 @dataclass(frozen=True)

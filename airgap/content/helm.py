@@ -35,7 +35,6 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 import httpx
 
-from airgap import http
 from airgap.content.chart import Chart, read_chart
 from airgap.content.constraints import best, satisfies
 from airgap.content.kinds import (
@@ -47,19 +46,20 @@ from airgap.content.kinds import (
 )
 from airgap.content.openpgp import MAX_KEYRING_BYTES, PublicKey, read_keyring
 from airgap.content.provenance import check_provenance
-from airgap.errors import AirgapError, InputError, NotFoundError, TLSError
-from airgap.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
-from airgap.names import (
+from airgap.core.errors import AirgapError, InputError, NotFoundError, TLSError
+from airgap.core.limits import MAX_PROVENANCE_BYTES, MAX_RELEASE_FILE_BYTES
+from airgap.core.names import (
     file_name_problem,
     provider_name_problem,
     shown,
     version_problem,
 )
-from airgap.providers.semver import try_parse
-from airgap.providers.sources import SingleFileSource, download
-from airgap.redact import redact_url
+from airgap.core.redact import redact_url
+from airgap.formats.yamlload import load_single
+from airgap.net import httpclient
 from airgap.registry.pool import RegistryPool
-from airgap.yamlload import load_single
+from airgap.sources.releases import SingleFileSource, download
+from airgap.sources.semver import try_parse
 
 HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 HELM_CHART = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
@@ -95,7 +95,7 @@ def chart_source(
     location: ChartLocation, client: httpx.Client, pools: PoolFactory | None
 ) -> ChartSource:
     if location.ca_file and location.repo:
-        own = http.build_client(verify=http.ssl_context(location.ca_file), fast=True)
+        own = httpclient.build_client(verify=httpclient.ssl_context(location.ca_file), fast=True)
         return ChartSource(location, own, pools, own_client=True)
     return ChartSource(location, client, pools)
 

@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from airgap.content.constraints import satisfies
-from airgap.errors import AirgapError, InputError
+from airgap.core.errors import AirgapError, InputError
 
 MAX_DEPENDENCY_DEPTH = 5  # as many levels as collect fetches
 BINDING = "helm-python-sdk"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE
-from airgap.oci import OCI_MANIFEST, sha256_digest
+from airgap.oci.manifest import OCI_MANIFEST, sha256_digest
 
 # Helm's chart.Metadata fields, in the order Go's encoding/json writes them
 METADATA_ORDER = (

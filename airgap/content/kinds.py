@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from airgap.content.chartrender import RenderSettings
-from airgap.names import file_name_problem, provider_name_problem, shown
+from airgap.core.names import file_name_problem, provider_name_problem, shown
 
 CONTENT_DIR = "content"
 PROVIDERS_DIR = "providers"  # templates live beside their provider's components

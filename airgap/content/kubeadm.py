@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from airgap.errors import InputError
-from airgap.names import shown
+from airgap.core.errors import InputError
+from airgap.core.names import shown
 
 DEFAULT_IMAGE_REPOSITORY = "registry.k8s.io"  # kubeadm's DefaultImageRepository
 CONSTANTS_PATH = "cmd/kubeadm/app/constants/constants.go"

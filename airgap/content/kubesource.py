@@ -26,14 +26,14 @@ from airgap.content.kubeadm import (
     kubeadm_images,
     parse_constants,
 )
-from airgap.errors import InputError, utf8_text
-from airgap.providers.sources import (
+from airgap.core.errors import InputError, utf8_text
+from airgap.core.redact import redact_url
+from airgap.sources.releases import (
     SingleFileSource,
     check_version,
     download,
     write_atomically,
 )
-from airgap.redact import redact_url
 
 
 class KubeadmSource(SingleFileSource):

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.errors import AirgapError, InputError
+from airgap.core.errors import AirgapError, InputError
 
 MAX_KEYRING_BYTES = 1 << 20
 MAX_PACKETS = 10_000

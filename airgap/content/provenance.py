@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 
 from airgap.content.openpgp import PublicKey, verify_clearsigned
-from airgap.errors import DigestMismatchError, InputError, utf8_text
-from airgap.limits import MAX_PROVENANCE_BYTES
-from airgap.yamlload import load_single
+from airgap.core.errors import DigestMismatchError, InputError, utf8_text
+from airgap.core.limits import MAX_PROVENANCE_BYTES
+from airgap.formats.yamlload import load_single
 
 PROVENANCE_NOTE = "package sha256 matched, OpenPGP signature not checked (no keyring)"
 VERIFIED_NOTE = "package sha256 matched, OpenPGP signature verified (key {})"

@@ -19,9 +19,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
+from airgap.formats.yamlload import iter_documents
 from airgap.providers.components import VARIABLE_RE, lenient_scan, resolve_image
-from airgap.yamlload import iter_documents
 
 KUBERNETES_VERSION = "KUBERNETES_VERSION"
 NODE_KINDS = frozenset(

@@ -1,3 +1,6 @@
-"""Readers of formats that arrive from outside (tar headers so far), bounded in size and
-depth and strict about what they accept. The lowest layer: they import nothing of airgap
-but its errors, so every package above may use them."""
+"""Readers of what arrives from outside, bounded in size, depth and time and strict about
+what they accept: JSON (``jsonsafe``), YAML for small documents (``yamlsafe``) and for
+large streams (``yamlload``, ``yamlskim``), and tar headers (``tarheader``).
+
+Layer 1: may import ``airgap.core`` only.
+"""

@@ -21,7 +21,7 @@ from airgap.importing.status import Expected, from_manifest, from_tree
 from airgap.mirror.attached import AttachedPlan
 from airgap.mirror.charts import chart_artifacts
 from airgap.mirror.manifestimage import build_image, image_profiles, repository_for
-from airgap.oci import Manifest
+from airgap.oci.manifest import Manifest
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Target
 from airgap.rewrite.providers import RewrittenProvider

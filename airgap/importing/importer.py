@@ -12,13 +12,18 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap import phases
 from airgap.bundle.format import BundleManifest
 from airgap.configmaps.variables import VariableValues
 from airgap.content.kinds import ContentKind
-from airgap.errors import AirgapError, InputError
-from airgap.failures import Failure, ManyFailures
-from airgap.fsutil import write_atomic
+from airgap.core import phases
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.failures import Failure, ManyFailures
+from airgap.core.fsutil import write_atomic
+from airgap.core.inputfile import read_small
+from airgap.core.limits import MAX_TLS_FILE_BYTES
+from airgap.core.parallel import Ahead, run_parallel
+from airgap.core.progress import QUIET, Progress
+from airgap.core.textfmt import human_size, plural
 from airgap.importing import outputcache
 from airgap.importing.outputcache import AskedValues, PublishedImage, Recorded
 from airgap.importing.outputfiles import import_files, json_bytes, write_outputs, write_tree
@@ -40,8 +45,6 @@ from airgap.importing.status import (
     versions,
 )
 from airgap.importing.status import now as status_now
-from airgap.inputfile import read_small
-from airgap.limits import MAX_TLS_FILE_BYTES
 from airgap.mirror.attached import AttachedPlan, attached_trees, publish_referrers
 from airgap.mirror.blobindex import BlobIndex
 from airgap.mirror.closure import Closure, Dangling, ReferenceScan, describe_failure
@@ -49,24 +52,21 @@ from airgap.mirror.closure import check as closure_check
 from airgap.mirror.closure import merged as closure_merged
 from airgap.mirror.closure import references as closure_references
 from airgap.mirror.push import ImageTree, Pusher, PushStats, load_tree
-from airgap.oci import Manifest
-from airgap.parallel import Ahead, run_parallel
-from airgap.progress import QUIET, Progress
+from airgap.oci.manifest import Manifest
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
 from airgap.rewrite.contents import RewrittenContent, rewrite_contents
 from airgap.rewrite.mapping import Mapping, Target, map_images, tag_owners
 from airgap.rewrite.providers import RewrittenProvider, rewrite_providers
-from airgap.textfmt import human_size, plural
 from airgap.verify.bundle import VerifiedBundle, verify_bundle
 
 if TYPE_CHECKING:
     from airgap.configmaps.generate import ProviderOutputOptions, ProviderOutputs
-    from airgap.havelist import HaveList
     from airgap.mirror.charts import PushedChart
     from airgap.mirror.manifestimage import Published, Staged, TagAnswers
     from airgap.mirror.supply import Supply
+    from airgap.oci.havelist import HaveList
 
 
 CONFIRM_CONCURRENCY = 4  # manifests images asked for at once on a re-import

@@ -34,8 +34,8 @@ from typing import Any
 
 from airgap import __version__
 from airgap.configmaps.variables import VariableValues
-from airgap.errors import AirgapError
-from airgap.fsutil import SecretBytes, file_mode, output_parts
+from airgap.core.errors import AirgapError
+from airgap.core.fsutil import SecretBytes, file_mode, output_parts
 
 RECORD = ".airgap-outputs.json"
 FORMAT = 1

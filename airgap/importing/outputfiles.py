@@ -10,14 +10,14 @@ from collections.abc import Mapping as MappingType
 from pathlib import Path
 from typing import Any
 
-from airgap import fsutil, phases
 from airgap.content.kinds import ContentKind
+from airgap.core import fsutil, phases
+from airgap.core.space import Need, check_space
 from airgap.importing import outputlisting
 from airgap.importing.outputlisting import IMPORT, OPERATOR
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Mapping, Target
 from airgap.rewrite.providers import RewrittenProvider
-from airgap.space import Need, check_space
 
 BLOCK = 4096  # a filesystem block: what the smallest file takes
 
@@ -69,7 +69,7 @@ def import_files(
 
 def _cluster_classes(contents: Collection[RewrittenContent]) -> list[dict[str, Any]]:
     """The ClusterClasses of the carried templates (``clusterclass*.yaml``)."""
-    from airgap.yamlload import iter_documents
+    from airgap.formats.yamlload import iter_documents
 
     classes: list[dict[str, Any]] = []
     for content in contents:

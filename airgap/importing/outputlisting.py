@@ -25,9 +25,9 @@ import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from airgap import jsonsafe
-from airgap.errors import AirgapError
-from airgap.fsutil import UnsafeOutputPath, output_parts, remove_files, write_atomic
+from airgap.core.errors import AirgapError
+from airgap.core.fsutil import UnsafeOutputPath, output_parts, remove_files, write_atomic
+from airgap.formats import jsonsafe
 
 LISTING = ".airgap-files.json"
 FORMAT = 1

@@ -33,15 +33,15 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from airgap import jsonsafe
 from airgap.bundle.format import BundleManifest
-from airgap.errors import AirgapError, InputError
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.parallel import run_parallel
+from airgap.core.textfmt import plural, table
+from airgap.formats import jsonsafe
 from airgap.mirror.push import ImageTree
-from airgap.oci import Descriptor, Manifest
-from airgap.parallel import run_parallel
+from airgap.oci.manifest import Descriptor, Manifest
 from airgap.registry.client import Registry
 from airgap.supplychain.formats import referrers_tag
-from airgap.textfmt import plural, table
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 COMPLETE, ABSENT, PARTIAL, DAMAGED, MOVED = "complete", "absent", "partial", "damaged", "moved"

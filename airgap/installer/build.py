@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from airgap import __version__, interrupt
+from airgap import __version__
 from airgap.bundle.created import created_timestamp, source_date_epoch
-from airgap.fsutil import atomic_writer, check_replaceable, require_directory_of
+from airgap.core import interrupt
+from airgap.core.fsutil import atomic_writer, check_replaceable, require_directory_of
+from airgap.core.progress import QUIET, Progress
 from airgap.installer import targets
 from airgap.installer.targets import NEWEST_GLIBC_MINOR, Target
 from airgap.installer.wheels import Wheelhouse, download, own_wheel
-from airgap.progress import QUIET, Progress
 
 RECORD_NAME = "installer.json"  # in the tar; install.sh copies it into the virtualenv
 TOP = f"airgap-installer-{__version__}"

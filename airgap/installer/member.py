@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from airgap.bundle.format import INSTALLER_DIR, BundleManifest, FileRecord
-from airgap.errors import InputError
-from airgap.names import shown, version_problem
+from airgap.core.errors import InputError
+from airgap.core.names import shown, version_problem
 
 _NAME_RE = re.compile(r"airgap-installer-(.+)\.tar")
 MAX_INSTALLER_MEMBERS = 10_000  # an installer holds a few dozen wheels

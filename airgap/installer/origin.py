@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from airgap import jsonsafe
-from airgap.errors import AirgapError
-from airgap.textfmt import printable
+from airgap.core.errors import AirgapError
+from airgap.core.textfmt import printable
+from airgap.formats import jsonsafe
 
 ORIGIN_FILE = "airgap-installer.json"
 MAX_ORIGIN_BYTES = 1024 * 1024  # a few hundred bytes per wheel
@@ -18,7 +18,7 @@ def origin_line(prefix: Path | None = None) -> str | None:
     """``installed from airgap-installer-0.1.0.tar (built …, wheels sha256:…)``, or
     None when this airgap was not installed by an installer; a damaged record is said
     so, in the same one line, never a traceback."""
-    from airgap.inputfile import read_small
+    from airgap.core.inputfile import read_small
 
     path = (prefix if prefix is not None else Path(sys.prefix)) / ORIGIN_FILE
     if not path.exists():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 
 DEFAULT_MACHINES = ("x86_64", "aarch64")
 DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from airgap import __version__
-from airgap.errors import AirgapError, NetworkError
+from airgap.core.errors import AirgapError, NetworkError
 from airgap.installer import targets
 from airgap.installer.targets import OptionalDependency, Target, required_dependencies
 

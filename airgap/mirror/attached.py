@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airgap.bundle.format import ArtifactRecord, BundleManifest
-from airgap.errors import AirgapError
+from airgap.core.errors import AirgapError
 from airgap.mirror.push import ImageTree, PushStats, load_tree
-from airgap.oci import OCI_INDEX, Manifest
-from airgap.reference import Reference
+from airgap.oci.manifest import OCI_INDEX, Manifest
+from airgap.oci.reference import Reference
 from airgap.registry.client import Registry
 from airgap.rewrite.mapping import Mapping
 from airgap.supplychain.formats import Kind, Via, referrer_descriptor, referrers_tag

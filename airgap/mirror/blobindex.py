@@ -22,12 +22,12 @@ import re
 import threading
 from pathlib import Path
 
-from airgap import jsonsafe
-from airgap.errors import AirgapError
-from airgap.fsutil import write_atomic
-from airgap.inputfile import read_small
-from airgap.limits import MiB
-from airgap.reference import parse_reference
+from airgap.core.errors import AirgapError
+from airgap.core.fsutil import write_atomic
+from airgap.core.inputfile import read_small
+from airgap.core.limits import MiB
+from airgap.formats import jsonsafe
+from airgap.oci.reference import parse_reference
 
 FORMAT_VERSION = 1
 MAX_INDEX_BYTES = 32 * MiB

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from airgap import phases
 from airgap.content.chart import read_chart
 from airgap.content.helmoci import HelmArtifact, helm_artifact, oci_tag
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart
-from airgap.errors import AirgapError
-from airgap.oci import Manifest
+from airgap.core import phases
+from airgap.core.errors import AirgapError
+from airgap.oci.manifest import Manifest
 from airgap.registry.client import Registry, bytes_body
 from airgap.rewrite.contents import RewrittenContent
 from airgap.rewrite.mapping import Target

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from airgap.errors import AirgapError, InputError
-from airgap.limits import MAX_COMPONENTS_BYTES
-from airgap.parallel import run_parallel
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.limits import MAX_COMPONENTS_BYTES
+from airgap.core.parallel import run_parallel
+from airgap.oci.reference import parse_reference
 from airgap.providers.types import ProviderType
-from airgap.reference import parse_reference
 from airgap.registry.client import Registry
 
 # Output files that hold manifests (others: node mirror configs, mapping.txt, reports).
@@ -115,8 +115,8 @@ def _file_references(path: str, data: bytes, seen: set[str]) -> Iterator[str]:
     # the readers (YAML, chart values) load when files are read: a re-import whose
     # outputs are recorded whole only checks references (importing.outputcache)
     from airgap.content.chartvalues import values_images
+    from airgap.formats.yamlload import iter_documents
     from airgap.providers.components import lenient_scan
-    from airgap.yamlload import iter_documents
 
     try:
         text = data.decode("utf-8")

@@ -2,7 +2,7 @@
 
 Every manifest and blob of every image is asked of the target repository the image
 maps to (HEAD only: a blob the registry lost, a manifest garbage-collected, is not
-listed), and the digests found are written per source repository (``airgap.havelist``).
+listed), and the digests found are written per source repository (``airgap.oci.havelist``).
 Carried back across the gap, the list lets ``collect --have`` leave out exactly what is
 there, whatever happened on this side since the last import.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from airgap.havelist import HaveList
+from airgap.core.parallel import run_parallel
 from airgap.mirror.push import ImageTree
-from airgap.parallel import run_parallel
+from airgap.oci.havelist import HaveList
 from airgap.registry.client import Registry
 
 

@@ -32,9 +32,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from airgap.bundle.format import ProviderRecord
-from airgap.errors import AirgapError
-from airgap.oci import OCI_MANIFEST, Manifest, sha256_digest
-from airgap.parallel import Ahead, ByteBudget, run_parallel
+from airgap.core.errors import AirgapError
+from airgap.core.parallel import Ahead, ByteBudget, run_parallel
+from airgap.oci.manifest import OCI_MANIFEST, Manifest, sha256_digest
 from airgap.registry.client import Registry, bytes_body
 from airgap.rewrite.mapping import Target
 from airgap.rewrite.providers import RewrittenProvider

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from airgap.bundle.format import BundleManifest
 from airgap.content.kinds import ContentKind, is_template_file
 from airgap.content.templateimages import template_images
-from airgap.errors import InputError
-from airgap.reference import parse_reference
+from airgap.core.errors import InputError
+from airgap.oci.reference import parse_reference
 from airgap.rewrite.mapping import Mapping
 
 

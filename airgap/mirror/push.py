@@ -30,18 +30,18 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from airgap.bundle.format import blob_member
-from airgap.errors import AirgapError, DigestMismatchError, HTTPStatusError
-from airgap.failures import Failure
+from airgap.core.errors import AirgapError, DigestMismatchError, HTTPStatusError
+from airgap.core.failures import Failure
+from airgap.core.parallel import Ahead, run_parallel, run_unlocking
+from airgap.core.progress import QUIET, Progress, Task
 from airgap.mirror.blobindex import BlobIndex
-from airgap.oci import Descriptor, Manifest
-from airgap.parallel import Ahead, run_parallel, run_unlocking
-from airgap.progress import QUIET, Progress, Task
+from airgap.oci.manifest import Descriptor, Manifest
 from airgap.registry.client import Registry, UploadSession
 from airgap.rewrite.mapping import Mapping
 from airgap.verify.bundle import VerifiedBundle
 
 if TYPE_CHECKING:
-    from airgap.filebody import FileBody
+    from airgap.net.filebody import FileBody
 
 MAX_INDEX_MOUNTS = 2  # remembered repositories to try per blob before uploading it
 _SKIPPED = "skipped"  # the repository already holds the blob

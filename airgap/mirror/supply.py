@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from airgap.bundle.format import BundleManifest, NeedRecord
+from airgap.core.parallel import run_parallel
+from airgap.core.textfmt import short_digest
 from airgap.mirror.blobindex import BlobIndex
-from airgap.oci import MANIFEST_TYPES, Manifest
-from airgap.parallel import run_parallel
+from airgap.oci.manifest import MANIFEST_TYPES, Manifest
 from airgap.registry.client import Registry
 from airgap.rewrite.mapping import Mapping as ImageMapping
-from airgap.textfmt import short_digest
 
 MAX_NAMED_IMAGES = 20  # images named in the one-line error before "and N more"
 

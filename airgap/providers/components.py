@@ -9,7 +9,7 @@ defaults, because an image such as ``${IMG:=registry.k8s.io/capi:v1.9.4}`` is wh
 cluster will pull when nobody sets IMG.
 
 A components file is parsed once per command (``parse_components``), with libyaml and
-bounded (``airgap.yamlload``), one document at a time; what the outputs need from the
+bounded (``airgap.formats.yamlload``), one document at a time; what the outputs need from the
 documents (images, containers, Deployments, the Namespace) is taken in that one pass and
 the documents are dropped, so a 1.2 MB core-components never sits in memory as objects.
 Documents of other kinds (CRDs are most of the bytes) are parsed and bounded but never
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from airgap.errors import InputError
-from airgap.limits import MAX_COMPONENTS_BYTES, describe_size
-from airgap.names import shown
-from airgap.reference import parse_reference
-from airgap.yamlload import iter_documents
-from airgap.yamlsafe import utf8_length
+from airgap.core.errors import InputError
+from airgap.core.limits import MAX_COMPONENTS_BYTES, describe_size
+from airgap.core.names import shown
+from airgap.formats.yamlload import iter_documents
+from airgap.formats.yamlsafe import utf8_length
+from airgap.oci.reference import parse_reference
 
 # ``${NAME}``, ``${NAME:=default}``, ``${NAME=default}``, ``${NAME:-default}`` (and the
 # envsubst sibling ``${NAME-default}``), as clusterctl's envsubst understands them. A

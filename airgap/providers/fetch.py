@@ -14,14 +14,14 @@ from pathlib import Path
 
 import httpx
 
-from airgap import phases
-from airgap.errors import AirgapError, InputError, utf8_text
+from airgap.core import phases
+from airgap.core.errors import AirgapError, InputError, utf8_text
 from airgap.providers.components import parse_components
 from airgap.providers.metadata import METADATA_FILE, parse_metadata
-from airgap.providers.sources import LATEST, ReleaseSource, source_for
 from airgap.providers.specs import ProviderImageInfo, ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
+from airgap.sources.releases import LATEST, ReleaseSource, source_for
 
 PROVIDERS_DIR = "providers"
 

@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from airgap.errors import AirgapError
-from airgap.formats import tarheader
-from airgap.formats.tarheader import BLOCK
-from airgap.limits import (
+from airgap.core.errors import AirgapError
+from airgap.core.limits import (
     MAX_EXTENDED_HEADER_BYTES,
     MAX_LAYER_ENTRIES,
     MAX_LAYER_UNPACKED_BYTES,
     describe_size,
 )
-from airgap.names import shown
+from airgap.core.names import shown
+from airgap.formats import tarheader
+from airgap.formats.tarheader import BLOCK
 
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_WHITEOUT = ".wh..wh..opq"

@@ -32,20 +32,21 @@ from typing import Any, Protocol
 
 import yaml
 
-from airgap import phases, yamlsafe
-from airgap.errors import AirgapError, InputError, utf8_text
-from airgap.limits import MAX_COMPONENTS_BYTES, MAX_METADATA_BYTES, MAX_PROVIDER_IMAGE_LAYERS
-from airgap.names import provider_name_problem, shown, version_problem
-from airgap.oci import Manifest, platform_matches
+from airgap.core import phases
+from airgap.core.errors import AirgapError, InputError, utf8_text
+from airgap.core.limits import MAX_COMPONENTS_BYTES, MAX_METADATA_BYTES, MAX_PROVIDER_IMAGE_LAYERS
+from airgap.core.names import provider_name_problem, shown, version_problem
+from airgap.formats import yamlsafe
+from airgap.oci.manifest import Manifest, platform_matches
+from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.components import parse_components
 from airgap.providers.fetch import PROVIDERS_DIR, FetchedProvider
 from airgap.providers.imagefs import ImageFiles
 from airgap.providers.metadata import METADATA_API_VERSION, METADATA_FILE, METADATA_KIND
-from airgap.providers.semver import try_parse
 from airgap.providers.specs import ImageProviderSpec, ProviderImageInfo
 from airgap.providers.types import CORE_PROVIDER_NAME, ProviderType
-from airgap.reference import Reference, parse_reference
 from airgap.registry.client import Registry
+from airgap.sources.semver import try_parse
 
 MANIFESTS_DIR = "capi-operator-manifests"
 MANIFESTS_FILE = "manifests.yaml"

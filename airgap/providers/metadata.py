@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
-from airgap import yamlsafe
-from airgap.errors import InputError
-from airgap.limits import MAX_METADATA_BYTES
-from airgap.names import shown
-from airgap.providers.semver import parse_version
+from airgap.core.errors import InputError
+from airgap.core.limits import MAX_METADATA_BYTES
+from airgap.core.names import shown
+from airgap.formats import yamlsafe
+from airgap.sources.semver import parse_version
 
 METADATA_API_VERSION = "clusterctl.cluster.x-k8s.io/v1alpha3"
 METADATA_KIND = "Metadata"

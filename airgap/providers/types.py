@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 
-from airgap.errors import InputError
-from airgap.names import shown
+from airgap.core.errors import InputError
+from airgap.core.names import shown
 
 CORE_PROVIDER_NAME = "cluster-api"
 

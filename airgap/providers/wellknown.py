@@ -19,7 +19,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from airgap.names import shown
+from airgap.core.names import shown
 from airgap.providers.types import ProviderType
 
 # name, type, URL: clusterctl's defaults() in its order, byte for byte.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airgap.errors import HTTPStatusError
+from airgap.core.errors import HTTPStatusError
 from airgap.prune.planfile import Drop, PrunePlan
 from airgap.registry.client import Registry
 

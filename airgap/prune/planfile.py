@@ -11,11 +11,11 @@ import json
 import re
 from dataclasses import dataclass
 
-from airgap import jsonsafe
-from airgap.errors import InputError
-from airgap.jsonsafe import Fields, JSONShapeError
-from airgap.names import digest_problem, shown
-from airgap.reference import parse_reference
+from airgap.core.errors import InputError
+from airgap.core.names import digest_problem, shown
+from airgap.formats import jsonsafe
+from airgap.formats.jsonsafe import Fields, JSONShapeError
+from airgap.oci.reference import parse_reference
 
 KIND = "airgap-prune-plan"
 VERSION = 1

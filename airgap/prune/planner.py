@@ -24,8 +24,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.bundle.format import IMAGES_DIR
 from airgap.collect.members import digest_of
-from airgap.errors import AirgapError, InputError
-from airgap.havelist import HaveList
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.inputfile import read_small
+from airgap.core.limits import MAX_HAVE_LIST_BYTES
+from airgap.core.parallel import run_parallel
 from airgap.importing.importer import (
     ImportOptions,
     expected_artifacts,
@@ -33,12 +35,10 @@ from airgap.importing.importer import (
     verified_mappings,
 )
 from airgap.importing.status import from_tree
-from airgap.inputfile import read_small
-from airgap.limits import MAX_HAVE_LIST_BYTES
-from airgap.oci import Manifest
-from airgap.parallel import run_parallel
+from airgap.oci.havelist import HaveList
+from airgap.oci.manifest import Manifest
+from airgap.oci.reference import parse_reference
 from airgap.prune.planfile import Drop, PrunePlan, under
-from airgap.reference import parse_reference
 from airgap.registry.client import Registry
 from airgap.rewrite.mapping import target_repository
 

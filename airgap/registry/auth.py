@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from airgap import http, jsonsafe
-from airgap.errors import AuthError
-from airgap.jsonsafe import Fields, JSONShapeError
-from airgap.limits import MAX_SMALL_BODY_BYTES
-from airgap.reference import is_loopback_host
+from airgap.core.errors import AuthError
+from airgap.core.limits import MAX_SMALL_BODY_BYTES
+from airgap.formats import jsonsafe
+from airgap.formats.jsonsafe import Fields, JSONShapeError
+from airgap.net import httpclient
+from airgap.oci.reference import is_loopback_host
 from airgap.registry.credentials import Credentials, CredentialSource
 
 CLIENT_ID = "airgap"  # the OAuth2 client_id sent with a refresh-token grant
@@ -96,7 +97,7 @@ class Authenticator:
         host: str,
         client: httpx.Client,
         credentials: CredentialSource | None,
-        policy: http.RetryPolicy = http.DEFAULT_RETRY,
+        policy: httpclient.RetryPolicy = httpclient.DEFAULT_RETRY,
     ) -> None:
         self.host = host
         self._client = client
@@ -190,7 +191,7 @@ class Authenticator:
         """A secret goes to a token service on another host only over HTTPS."""
         if not may_carry_credentials(realm, self.host):
             raise AuthError(
-                f"registry {self.host}: its token service {http.redact_url(realm)} is plain "
+                f"registry {self.host}: its token service {httpclient.redact_url(realm)} is plain "
                 f"HTTP on another host; {secret_is} only sent there over HTTPS",
                 401,
             )
@@ -214,14 +215,14 @@ class Authenticator:
     ) -> tuple[str, float]:
         """Send a token request (GET with Basic, or the refresh-token POST): a refusal
         status is an AuthError saying what was refused, another error the usual one."""
-        response = http.send(self._client, build, policy=self._policy)
+        response = httpclient.send(self._client, build, policy=self._policy)
         if response.status_code in refusals:
             raise AuthError(
                 f"registry {self.host}: token service refused {refused(response.status_code)}",
                 response.status_code,
             )
         if response.status_code >= 400:
-            raise http.status_error(response, f"registry {self.host}: token request")
+            raise httpclient.status_error(response, f"registry {self.host}: token request")
         return _token_reply(response, self.host)
 
     def denied(self, status: int, what: str, scopes: tuple[str, ...] = ()) -> AuthError:
@@ -240,7 +241,7 @@ def _token_only(credentials: Credentials) -> bool:
 def _token_reply(response: httpx.Response, host: str) -> tuple[str, float]:
     """The token and its lifetime from a token service's JSON answer (``token`` or
     ``access_token``, ``expires_in``); anything else is one AuthError naming both."""
-    where = f"registry {host}: token service {http.redact_url(response.request.url)}"
+    where = f"registry {host}: token service {httpclient.redact_url(response.request.url)}"
     try:
         body = Fields(
             jsonsafe.loads(response.content, "reply", max_bytes=MAX_SMALL_BODY_BYTES),

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from airgap.errors import InputError
+from airgap.core.errors import InputError
 
 SYSTEM_ROOTS = ("/etc/containers/certs.d", "/etc/docker/certs.d")
 ROOTS_ENV = "AIRGAP_CERTS_D"

@@ -19,8 +19,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from airgap import fasthttp, http, jsonsafe
-from airgap.errors import (
+from airgap.core.errors import (
     AirgapError,
     DigestMismatchError,
     HTTPStatusError,
@@ -28,16 +27,18 @@ from airgap.errors import (
     NotFoundError,
     TLSError,
 )
-from airgap.jsonsafe import JSONShapeError
-from airgap.limits import (
+from airgap.core.limits import (
     MAX_API_JSON_BYTES,
     MAX_MANIFEST_BYTES,
     MAX_REFERRER_PAGES,
     MAX_REFERRERS,
     MAX_SMALL_BODY_BYTES,
 )
-from airgap.oci import MANIFEST_ACCEPT, OCI_INDEX, Descriptor, Manifest
-from airgap.reference import is_loopback_host
+from airgap.formats import jsonsafe
+from airgap.formats.jsonsafe import JSONShapeError
+from airgap.net import fasthttp, httpclient
+from airgap.oci.manifest import MANIFEST_ACCEPT, OCI_INDEX, Descriptor, Manifest
+from airgap.oci.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
 from airgap.registry.credentials import Credentials, CredentialSource
 
@@ -99,7 +100,7 @@ class Registry:
         client: httpx.Client,
         credentials: CredentialSource | None = None,
         plain_http: bool | None = None,
-        policy: http.RetryPolicy = http.DEFAULT_RETRY,
+        policy: httpclient.RetryPolicy = httpclient.DEFAULT_RETRY,
         display_name: str | None = None,
     ) -> None:
         self.host = host
@@ -154,22 +155,22 @@ class Registry:
             elif response.status_code < 400 or response.status_code == 404:
                 self._auth.learn(NO_AUTH)
             else:
-                raise http.status_error(response, f"registry {self.display_name}")
+                raise httpclient.status_error(response, f"registry {self.display_name}")
 
     def _ping_response(self) -> httpx.Response:
         if self._probe_scheme:
             self._probe_scheme = False
             try:
-                return self._get_base(http.RetryPolicy(attempts=1))
+                return self._get_base(httpclient.RetryPolicy(attempts=1))
             except TLSError:
                 raise
             except NetworkError:
                 self.base_url = f"http://{self.host}"
         return self._get_base(self._policy)
 
-    def _get_base(self, policy: http.RetryPolicy) -> httpx.Response:
+    def _get_base(self, policy: httpclient.RetryPolicy) -> httpx.Response:
         url = self._url("")
-        response = http.send(
+        response = httpclient.send(
             self._client, lambda: self._client.build_request("GET", url), policy=policy
         )
         response.close()
@@ -221,7 +222,7 @@ class Registry:
                     return request
                 return self._client.build_request(method, url, headers=h, content=content)
 
-            response = http.send(
+            response = httpclient.send(
                 self._client, build, policy=self._policy, stream=stream, body_limit=body_limit
             )
             if response.status_code in ok:
@@ -240,7 +241,7 @@ class Registry:
             try:
                 if response.status_code in (401, 403) and answered_by_us:
                     raise self._auth.denied(response.status_code, what, scopes)
-                raise http.status_error(response, what)
+                raise httpclient.status_error(response, what)
             finally:
                 response.close()
         raise AssertionError("unreachable")
@@ -509,7 +510,7 @@ class Registry:
                     what=what,
                     stream=True,
                 )
-            except NetworkError as exc:  # http.send already spent the policy's attempts
+            except NetworkError as exc:  # httpclient.send already spent the policy's attempts
                 raise _Final(exc) from None
             assert response is not None
 
@@ -549,7 +550,7 @@ class Registry:
                 )
 
         try:
-            http.with_retries(
+            httpclient.with_retries(
                 attempt,
                 policy=self._policy,
                 what=f"{what}: registry {self.display_name}: blob {digest}",
@@ -864,7 +865,7 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 class _Final(Exception):
-    """Carries an error that ``http.with_retries`` must not retry again."""
+    """Carries an error that ``httpclient.with_retries`` must not retry again."""
 
     def __init__(self, error: AirgapError) -> None:
         super().__init__(str(error))

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from airgap import jsonsafe
-from airgap.errors import InputError
-from airgap.inputfile import read_small
-from airgap.jsonsafe import JSONShapeError
+from airgap.core.errors import InputError
+from airgap.core.inputfile import read_small
+from airgap.formats import jsonsafe
+from airgap.formats.jsonsafe import JSONShapeError
 
 DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
 MAX_AUTH_FILE_BYTES = 4 << 20  # a credentials file, not a disk image

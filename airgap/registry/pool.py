@@ -17,8 +17,8 @@ from typing import Protocol
 
 import httpx
 
-from airgap import http
-from airgap.reference import Reference, api_host
+from airgap.net import httpclient
+from airgap.oci.reference import Reference, api_host
 from airgap.registry import certs
 from airgap.registry import credentials as creds
 from airgap.registry.client import Registry
@@ -59,7 +59,7 @@ class RegistryPool:
         *,
         credentials: Mapping[str, Credentials] | None = None,
         max_connections: int = 16,
-        policy: http.RetryPolicy = http.DEFAULT_RETRY,
+        policy: httpclient.RetryPolicy = httpclient.DEFAULT_RETRY,
         authfile: Path | None = None,
     ) -> None:
         self._settings = dict(settings or {})
@@ -91,7 +91,7 @@ class RegistryPool:
                 return found
             options = self._settings.get(host) or EndpointOptions()
             plain = options.plain_http  # no TLS: do not load the system CA store
-            client = http.build_client(
+            client = httpclient.build_client(
                 verify=False if plain else _tls(host, options),
                 max_connections=self._max_connections,
                 fast=True,
@@ -126,7 +126,7 @@ def _tls(host: str, options: RegistryOptions) -> ssl.SSLContext | bool:
     """The TLS settings for ``host``: its options plus its certs.d directory (or the
     ``--cert-dir`` that replaces it): extra CAs and a client certificate."""
     found = certs.for_host(host, cert_dir=getattr(options, "cert_dir", None))
-    return http.ssl_context(
+    return httpclient.ssl_context(
         options.ca_file,
         options.skip_tls_verify,
         extra_cas=found.cas,

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airgap import phases
 from airgap.bundle.format import BundleManifest, ContentRecord
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
-from airgap.errors import AirgapError, InputError, utf8_text
-from airgap.reference import Reference, parse_reference
+from airgap.core import phases
+from airgap.core.errors import AirgapError, InputError, utf8_text
+from airgap.oci.reference import Reference, parse_reference
 from airgap.rewrite.mapping import Mapping
 from airgap.verify.bundle import VerifiedBundle
 

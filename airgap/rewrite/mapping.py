@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from airgap.errors import InputError
-from airgap.names import shown
-from airgap.redact import has_userinfo, without_userinfo
-from airgap.reference import Reference, parse_reference
+from airgap.core.errors import InputError
+from airgap.core.names import shown
+from airgap.core.redact import has_userinfo, without_userinfo
+from airgap.oci.reference import Reference, parse_reference
 
 _HOST_PATH_RE = re.compile(r"[^a-z0-9._-]+")
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airgap import phases
 from airgap.bundle.format import BundleManifest, ProviderRecord
-from airgap.errors import AirgapError, InputError, utf8_text
+from airgap.core import phases
+from airgap.core.errors import AirgapError, InputError, utf8_text
 from airgap.rewrite.mapping import Mapping
 
 if TYPE_CHECKING:

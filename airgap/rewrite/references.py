@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from airgap.errors import InputError
-from airgap.reference import parse_reference
+from airgap.core.errors import InputError
+from airgap.oci.reference import parse_reference
 
 # ``image:`` (optionally a list item, optionally a quoted key) up to the value; every
 # quantifier is possessive: what it gives back could never let the rest match.

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airgap.bundle.format import BundleManifest, blob_member
-from airgap.oci import OCI_INDEX, Manifest
-from airgap.reference import Reference, parse_reference
+from airgap.oci.manifest import OCI_INDEX, Manifest
+from airgap.oci.reference import Reference, parse_reference
 from airgap.rewrite.mapping import host_path_element
 from airgap.supplychain.formats import Via, referrer_descriptor, referrers_tag
 

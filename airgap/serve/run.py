@@ -13,12 +13,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from airgap import interrupt
 from airgap.bundle.format import IMAGES_DIR
-from airgap.errors import AirgapError, InputError
-from airgap.inputfile import check_small
-from airgap.limits import MAX_TLS_FILE_BYTES
-from airgap.names import shown
+from airgap.core import interrupt
+from airgap.core.errors import AirgapError, InputError
+from airgap.core.inputfile import check_small
+from airgap.core.limits import MAX_TLS_FILE_BYTES
+from airgap.core.names import shown
 from airgap.serve.catalog import build_catalog
 from airgap.serve.server import Content, RegistryServer
 from airgap.verify.bundle import VerifiedBundle

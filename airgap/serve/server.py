@@ -33,10 +33,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from airgap import __version__
 from airgap.bundle.source import BundleSource
-from airgap.fsutil import FileAt
-from airgap.names import digest_problem
-from airgap.oci import OCI_INDEX
-from airgap.pacing import env_seconds
+from airgap.core.fsutil import FileAt
+from airgap.core.limits import env_seconds
+from airgap.core.names import digest_problem
+from airgap.oci.manifest import OCI_INDEX
 from airgap.serve.catalog import EMPTY_REFERRERS, AmbiguousName, Catalog, Repository
 from airgap.serve.ranges import Unsatisfiable, parse_range
 

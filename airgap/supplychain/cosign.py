@@ -50,8 +50,8 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
-from airgap import jsonsafe
-from airgap.limits import MAX_SIGNATURE_PAYLOAD_BYTES
+from airgap.core.limits import MAX_SIGNATURE_PAYLOAD_BYTES
+from airgap.formats import jsonsafe
 from airgap.supplychain.formats import (
     BUNDLE_ANNOTATION,
     CERTIFICATE_ANNOTATION,

@@ -30,10 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 
-from airgap.errors import AirgapError
-from airgap.limits import MAX_SIGNATURE_LAYERS, MAX_SIGNATURE_PAYLOAD_BYTES
-from airgap.oci import Descriptor, Manifest, attestation_subject
-from airgap.parallel import run_parallel
+from airgap.core.errors import AirgapError
+from airgap.core.limits import MAX_SIGNATURE_LAYERS, MAX_SIGNATURE_PAYLOAD_BYTES
+from airgap.core.parallel import run_parallel
+from airgap.oci.manifest import Descriptor, Manifest, attestation_subject
 from airgap.registry.client import Registry
 from airgap.supplychain.formats import (
     TAG_KINDS,

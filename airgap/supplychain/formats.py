@@ -29,8 +29,8 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from airgap.names import digest_problem
-from airgap.oci import Manifest
+from airgap.core.names import digest_problem
+from airgap.oci.manifest import Manifest
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"

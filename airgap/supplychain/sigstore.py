@@ -47,9 +47,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from airgap import jsonsafe
-from airgap.limits import MAX_SIGNATURE_PAYLOAD_BYTES
-from airgap.names import shown
+from airgap.core.limits import MAX_SIGNATURE_PAYLOAD_BYTES
+from airgap.core.names import shown
+from airgap.formats import jsonsafe
 from airgap.supplychain.cosign import (
     PublicKey,
     Rejected,

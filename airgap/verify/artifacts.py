@@ -22,10 +22,10 @@ from airgap.bundle.format import (
     TrustRecord,
     blob_member,
 )
-from airgap.errors import AirgapError
-from airgap.limits import MAX_MANIFEST_BYTES, MAX_TRUST_FILE_BYTES
-from airgap.names import digest_problem, shown
-from airgap.oci import MANIFEST_TYPES, Manifest, attestation_subject
+from airgap.core.errors import AirgapError
+from airgap.core.limits import MAX_MANIFEST_BYTES, MAX_TRUST_FILE_BYTES
+from airgap.core.names import digest_problem, shown
+from airgap.oci.manifest import MANIFEST_TYPES, Manifest, attestation_subject
 from airgap.supplychain.formats import TAG_KINDS, Kind, Via, cosign_tag
 from airgap.verify.findings import Failure
 

@@ -34,23 +34,23 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
 from airgap.bundle.parts import parts_list_path, parts_signature_path
+from airgap.bundle.signing import fingerprint
+from airgap.bundle.signing import verify as verify_signature
 from airgap.bundle.source import BundleSource, open_source
-from airgap.errors import BundleError, SignatureError
-from airgap.jsonsafe import STREAM_CHUNK
-from airgap.progress import QUIET, Progress
-from airgap.signing import fingerprint
-from airgap.signing import verify as verify_signature
+from airgap.core.errors import BundleError, SignatureError
+from airgap.core.progress import QUIET, Progress
+from airgap.formats.jsonsafe import STREAM_CHUNK
 from airgap.verify.artifacts import check_artifacts
-from airgap.verify.content import check_layout, check_providers
-from airgap.verify.contents import check_contents
 from airgap.verify.delta import check_delta
 from airgap.verify.findings import Failure
 from airgap.verify.installer import check_installer
-from airgap.verify.names import check_names
+from airgap.verify.layoutcheck import check_layout, check_providers
+from airgap.verify.recordnames import check_names
+from airgap.verify.records import check_contents
 from airgap.verify.scan import Member, ScanResult, scan
 
 if TYPE_CHECKING:
-    from airgap.filebody import FileBody
+    from airgap.net.filebody import FileBody
 
 READ_CHUNK = 1 << 20
 ED25519_SIGNATURE_BYTES = 64
@@ -133,7 +133,7 @@ class VerifiedBundle:
         the bundle's files (``sendfile``), unhashed: only for uploads committed under
         the member's digest, which the receiver checks (``confirm`` then names the
         damage when it refuses them). ``reached`` hears the bytes sent, for progress."""
-        from airgap.filebody import FileBody  # httpx's: not loaded for verify alone
+        from airgap.net.filebody import FileBody  # httpx's: not loaded for verify alone
 
         member = self.members[name]
         spans = list(self.source.spans(member.offset + start, member.size - start))

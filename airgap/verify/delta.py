@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from airgap.bundle.format import IMAGES_DIR, BundleManifest, NeedRecord
-from airgap.names import digest_problem, shown
+from airgap.core.names import digest_problem, shown
 from airgap.verify.findings import Failure
 
 MAX_MEDIA_TYPE = 255

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airgap.textfmt import printable
+from airgap.core.textfmt import printable
 
 
 @dataclass(frozen=True)

@@ -34,16 +34,16 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from airgap import yamlsafe
 from airgap.bundle.format import BundleManifest
 from airgap.content.kinds import ContentKind, parse_kind
-from airgap.errors import InputError, SpecError
-from airgap.inputfile import read_small
-from airgap.limits import MAX_POLICY_BYTES, MAX_TRUST_FILE_BYTES
-from airgap.names import shown
-from airgap.oci import INDEX_TYPES, platform_matches
+from airgap.core.errors import InputError, SpecError
+from airgap.core.inputfile import read_small
+from airgap.core.limits import MAX_POLICY_BYTES, MAX_TRUST_FILE_BYTES
+from airgap.core.names import shown
+from airgap.formats import yamlsafe
+from airgap.oci.manifest import INDEX_TYPES, platform_matches
+from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.types import ProviderType
-from airgap.reference import Reference, parse_reference
 from airgap.supplychain.cosign import (
     Identity,
     NamedKey,

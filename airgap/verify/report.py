@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airgap.bundle.format import BundleManifest, ImageRecord, ProviderImageRecord
-from airgap.textfmt import TABLE_WIDTH, human_size, plural, short_digest, table
+from airgap.core.textfmt import TABLE_WIDTH, human_size, plural, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure
 

@@ -20,7 +20,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airgap.textfmt import human_size, plural, printable
+from airgap.core.textfmt import human_size, plural, printable
 
 SCRIPT = """(function () {
   var root = document.documentElement;

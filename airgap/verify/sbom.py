@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from airgap import __version__
 from airgap.bundle.format import BundleManifest, FileRecord, ImageRecord
-from airgap.reference import parse_reference
+from airgap.oci.reference import parse_reference
 
 
 def image_purl(image: ImageRecord) -> str:

@@ -31,7 +31,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airgap import jsonsafe
 from airgap.bundle.format import (
     IMAGES_DIR,
     MANIFEST_NAME,
@@ -42,11 +41,12 @@ from airgap.bundle.format import (
 )
 from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import TarEntry, TarReader, TarTruncated
-from airgap.errors import BundleError
+from airgap.core.errors import BundleError
+from airgap.core.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
+from airgap.core.progress import QUIET, Progress
+from airgap.core.textfmt import printable
+from airgap.formats import jsonsafe
 from airgap.formats.tarheader import BLOCK, TarFormatError
-from airgap.limits import MAX_BUNDLE_MANIFEST_BYTES, MAX_SIGNATURE_BYTES, MiB
-from airgap.progress import QUIET, Progress
-from airgap.textfmt import printable
 from airgap.verify.findings import Failure
 
 

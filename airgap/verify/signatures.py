@@ -22,10 +22,10 @@ from functools import partial
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from airgap.bundle.format import ArtifactRecord, BundleManifest, ImageRecord, blob_member
-from airgap.errors import AirgapError
-from airgap.limits import MAX_MANIFEST_BYTES, MAX_SIGNATURE_PAYLOAD_BYTES, MAX_TRUST_FILE_BYTES
-from airgap.oci import Manifest
-from airgap.reference import parse_reference
+from airgap.core.errors import AirgapError
+from airgap.core.limits import MAX_MANIFEST_BYTES, MAX_SIGNATURE_PAYLOAD_BYTES, MAX_TRUST_FILE_BYTES
+from airgap.oci.manifest import Manifest
+from airgap.oci.reference import parse_reference
 from airgap.supplychain.cosign import (
     Identity,
     NamedKey,

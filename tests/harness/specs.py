@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from airgap.collect.spec import BundleSpec, parse_spec
-from airgap.errors import SpecError
+from airgap.core.errors import SpecError
 
 
 def spec_of(text: str, tmp_path: Path) -> BundleSpec:

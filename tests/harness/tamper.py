@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest, FileRecord
-from airgap.signing import generate_keypair, load_private_key, sign
+from airgap.bundle.signing import generate_keypair, load_private_key, sign
 
 BLOCK = tarfile.BLOCKSIZE
 ENCODING = "utf-8"
