@@ -41,7 +41,7 @@ def test_a_signal_asks_a_server_to_stop_and_a_second_ends_the_process() -> None:
 def test_a_signal_before_the_block_is_raised_at_its_start() -> None:
     script = (
         "import os, signal\n"
-        "from airgap import interrupt\n"
+        "from airgap.core import interrupt\n"
         "interrupt.install()\n"
         "try:\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
