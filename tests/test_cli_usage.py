@@ -20,8 +20,8 @@ import click
 import httpx
 import pytest
 
-from airgap.cli import _plain_http as plain_http_for
 from airgap.cli import cli
+from airgap.cli.options import _plain_http as plain_http_for
 from airgap.core.errors import NetworkError, SpecError
 from airgap.net import httpclient as airgap_http
 from airgap.providers.types import ProviderType

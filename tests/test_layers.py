@@ -121,8 +121,10 @@ def test_no_package_imports_upward_or_sideways() -> None:
 
 
 def test_the_reader_sees_deferred_imports() -> None:
-    found = [e for e in edges(ROOT) if e.module == "airgap.cli" and e.target.startswith("airgap.")]
-    assert {layer_of(e.target) for e in found} >= {0, 8, 9}
+    """``airgap.cli`` imports the commands' libraries inside functions (start-up time);
+    the contract still sees those edges."""
+    found = [e for e in edges(ROOT) if e.module.startswith("airgap.cli.")]
+    assert {layer_of(e.target) for e in found} >= {0, 8, 9, 10}
 
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
