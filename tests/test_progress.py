@@ -26,7 +26,8 @@ import pytest
 
 from airgap.bundle.signing import load_public_key
 from airgap.core.progress import Progress
-from airgap.importing.importer import ImportOptions, run_import
+from airgap.importing.importer import run_import
+from airgap.importing.model import ImportOptions
 from airgap.rewrite.mapping import Target
 from airgap.verify.bundle import verify_bundle
 from tests.harness.bundle_fixtures import SigningKey

@@ -155,8 +155,8 @@ def status(
     artifact (signatures, charts, manifests images, OCI provider artifacts) of BUNDLE
     by digest, an import to resume, or damage (a missing blob, a moved tag). Exit 0
     when Available and not Degraded, 1 otherwise."""
-    from airgap.importing.importer import status_and_have
     from airgap.importing.status import status_text
+    from airgap.importing.statuscommand import status_and_have
 
     options = _registry_options(
         registry,
@@ -219,7 +219,7 @@ def configmaps(
     **target: Any,
 ) -> int:
     """Write operator ConfigMaps, provider CRs and a clusterctl repository, pushing no image."""
-    from airgap.importing.importer import run_configmaps
+    from airgap.importing.configmapscommand import run_configmaps
 
     if output_dir is None:
         raise InputError("configmaps needs --output-dir")

@@ -17,7 +17,7 @@ from airgap.core.errors import InputError
 from airgap.registry.credentials import Credentials
 
 if TYPE_CHECKING:
-    from airgap.importing.importer import ImportOptions
+    from airgap.importing.model import ImportOptions
     from airgap.rewrite.mapping import Target
 from airgap.bundle.signing import load_public_key
 from airgap.cli.app import (
@@ -214,7 +214,7 @@ def _import_options(
     """ImportOptions from the flags import and configmaps share (click checks names)."""
     from airgap.configmaps.variables import VariableValues, load_variables
     from airgap.core.fsutil import check_output_dir
-    from airgap.importing.importer import ImportOptions
+    from airgap.importing.model import ImportOptions
 
     if output_dir is not None:
         check_output_dir(output_dir)  # before anything is pushed
@@ -247,7 +247,7 @@ def _registry_options(
     connection: dict[str, Any],
 ) -> ImportOptions:
     """Where and how status and prune reach the target registry: as import does."""
-    from airgap.importing.importer import ImportOptions
+    from airgap.importing.model import ImportOptions
 
     connection["plain_http"] = _plain_http(registry, connection["plain_http"])
     return ImportOptions(

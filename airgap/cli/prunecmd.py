@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from airgap.core.errors import InputError
 
 if TYPE_CHECKING:
-    from airgap.importing.importer import ImportOptions
+    from airgap.importing.model import ImportOptions
 from airgap.cli.app import WrittenPath, cli, concurrency_option, registry_option
 from airgap.cli.options import (
     _registry_options,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
@@ -27,12 +28,6 @@ from airgap.bundle.created import created_timestamp, source_date_epoch
 from airgap.bundle.format import (
     IMAGES_DIR,
     BundleManifest,
-    ContentRecord,
-    DeltaRecord,
-    ImageRecord,
-    NeedRecord,
-    ProviderImageRecord,
-    ProviderRecord,
 )
 from airgap.bundle.signing import load_private_key, sign
 from airgap.bundle.writer import (
@@ -45,8 +40,15 @@ from airgap.bundle.writer import (
     write_parts,
 )
 from airgap.collect.base import Holdings
-from airgap.collect.images import ImageCopier, ResolvedImage
-from airgap.collect.members import Members, bundle_bound, digest_of, plan_members, relative
+from airgap.collect.images import BlobJob, ImageCopier, ResolvedImage
+from airgap.collect.members import Members, bundle_bound, digest_of, plan_members
+from airgap.collect.records import (
+    content_record,
+    delta_record,
+    image_records,
+    provider_record,
+    relied_digests,
+)
 from airgap.collect.spec import BundleSpec, load_spec
 from airgap.collect.supplychain import check_before_signing, trust_material
 from airgap.content.fetch import ContentRequest, FetchedContent, fetch_content, request_for
@@ -78,6 +80,9 @@ from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup
 from airgap.registry.pool import RegistryPool
 
+if TYPE_CHECKING:
+    from airgap.verify.policy import Policy
+
 
 @dataclass(frozen=True)
 class CollectResult:
@@ -87,6 +92,23 @@ class CollectResult:
     manifest: BundleManifest
     seconds: float
     skipped_bytes: int = 0  # a delta: the bytes of what it relies on instead of carrying
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one collect works with, settled before any download: the spec, the policy,
+    the signing key and where things go."""
+
+    spec: BundleSpec
+    spec_path: Path
+    output: Path
+    staging: Path
+    key: Ed25519PrivateKey
+    rules: Policy | None
+    carried: PlannedMember | None  # the offline installer, carried as a member
+    epoch: datetime | None
+    holdings: Holdings | None
+    progress: Progress
 
 
 def collect(
@@ -104,47 +126,24 @@ def collect(
     policy: Path | None = None,
     installer: Path | None = None,
 ) -> CollectResult:
+    """Fetch the spec's releases and images and write them as one signed bundle at
+    ``output`` (or its parts); every input is checked before the first download."""
     started = time.monotonic()
     epoch = source_date_epoch()
     spec = load_spec(spec_path)
-    rules = None
-    if policy is not None:  # its errors before any fetch
-        # the policy code (cosign's X.509 chains among it) loads only for --policy:
-        # ~25 ms of every other collect's start-up
-        from airgap.verify.policy import load_policy
-
-        rules = load_policy(policy)
+    rules = _load_policy(policy)  # its errors before any fetch
     key = load_private_key(sign_key)  # fail before any download if the key is unusable
-    carried = (
-        None
-        if installer is None
-        else PlannedMember(
-            installer_member(installer), installer.stat().st_size, path=installer.absolute()
-        )
-    )
+    carried = _installer_member(installer)
     output = output.absolute()
     check_output(output, overwrite=overwrite)
     if part_size is not None:  # a split bundle: NAME.tar.000, ...
         check_parts_output(output, overwrite=overwrite)
     staging = Path(tempfile.mkdtemp(prefix=".airgap-collect-", dir=staging_parent(output)))
     interrupt.track(staging, directory=True)  # removed on Ctrl-C or SIGTERM too
+    run = _Run(spec, spec_path, output, staging, key, rules, carried, epoch, holdings, progress)
     try:
-        # release files and chart repositories over airgap's own transport, as registry
-        # traffic is: bounded heads (1xx included), framing and trailers
-        with httpclient.build_client(fast=True) as client:
-            failures: list[Failure] = []  # every release and image that failed
-            providers = _fetch_providers(spec, staging, progress, client, failures)
-            if not failures:  # a set missing a release is reported for that
-                _check_contracts(providers, spec_path)  # before any image is downloaded
-            contents = _fetch_contents(
-                spec,
-                providers,
-                staging,
-                progress,
-                client,
-                lambda: RegistryPool(spec.registries, authfile=authfile),  # OCI charts
-                failures,
-            )
+        failures: list[Failure] = []  # every release and image that failed
+        providers, contents = _fetch_releases(run, authfile, failures)
         with RegistryPool(
             spec.registries, max_connections=max(concurrency, 4), authfile=authfile
         ) as pool:
@@ -159,52 +158,7 @@ def collect(
                 progress=progress,
                 signatures=signatures,
             )
-            with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
-                images = copier.resolve(_image_references(spec, providers, contents), failures)
-            # all of them, before any blob moves or anything is written
-            raise_failures(failures, _failed_summary(failures))
-            relied = _relied(images, holdings)
-            # the bundle's size is known from the manifests: refused now if it cannot
-            # be written, before any blob (configs included) is asked for
-            trust = trust_material(rules)
-            bundle_size, spilled = bundle_bound(
-                providers, contents, images, staging, relied, sum(len(d) for _, d in trust)
-            )
-            bundle_size += carried.size if carried is not None else 0
-            check_space(
-                [
-                    Need(output.parent, bundle_size, "the bundle"),
-                    Need(staging, spilled, "staged manifests and configs"),
-                ]
-            )
-            with phases.timed("images/resolve"):
-                copier.read_configs(images)
-            created = created_timestamp(epoch)
-            members = plan_members(providers, contents, images, staging, relied)
-            if carried is not None:  # first: tar -xf reaches it before the blobs
-                members.head.insert(0, carried)
-            members.tail += [PlannedMember(r.path, len(data), data=data) for r, data in trust]
-            manifest = BundleManifest(
-                created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                tool_version=__version__,
-                providers=[_provider_record(p, staging) for p in providers],
-                images=_image_records(images, relied),
-                files=members.records(),
-                contents=[_content_record(c, staging) for c in contents],
-                artifacts=[record for i in images for record in i.artifact_records()],
-                trust=[record for record, _ in trust],
-                delta=_delta_record(images, relied, holdings),
-            )
-            check_before_signing(rules, manifest, images, trust)
-            deferred = members.deferred()
-            jobs = copier.blob_jobs(images, deferred)
-            # From here the jobs hold what is downloaded and the plan what is written
-            # inline: the images (~1.5 KiB each) are let go before the manifest's text
-            # is made, the members and their bytes once written (issue 12: peak RSS
-            # that grows with the image count)
-            del images, deferred
-            plan = _signed_plan(key, manifest, members, created)
-            del members
+            plan, jobs, manifest = _plan_bundle(run, providers, contents, copier, failures)
 
             def fill(sink: Sink, regions: list[Region]) -> None:
                 copier.download(jobs, {digest_of(r.name): r for r in regions}, sink)
@@ -219,6 +173,114 @@ def collect(
         interrupt.untrack(staging)
     skipped = sum(need.size for need in manifest.needs)
     return CollectResult(output, manifest, time.monotonic() - started, skipped)
+
+
+def _load_policy(policy: Path | None) -> Policy | None:
+    if policy is None:
+        return None
+    # the policy code (cosign's X.509 chains among it) loads only for --policy, not in
+    # every other collect's start-up
+    from airgap.verify.policy import load_policy
+
+    return load_policy(policy)
+
+
+def _installer_member(installer: Path | None) -> PlannedMember | None:
+    """The offline installer (``--with-installer``) as a bundle member, read from its
+    file when the bundle is written."""
+    if installer is None:
+        return None
+    return PlannedMember(
+        installer_member(installer), installer.stat().st_size, path=installer.absolute()
+    )
+
+
+def _fetch_releases(
+    run: _Run, authfile: Path | None, failures: list[Failure]
+) -> tuple[list[FetchedProvider], list[FetchedContent]]:
+    """Every provider release and content of the spec; release files and chart
+    repositories over airgap's own transport, as registry traffic is: bounded heads
+    (1xx included), framing and trailers."""
+    spec = run.spec
+    with httpclient.build_client(fast=True) as client:
+        providers = _fetch_providers(spec, run.staging, run.progress, client, failures)
+        if not failures:  # a set missing a release is reported for that
+            _check_contracts(providers, run.spec_path)  # before any image is downloaded
+        contents = _fetch_contents(
+            spec,
+            providers,
+            run.staging,
+            run.progress,
+            client,
+            lambda: RegistryPool(spec.registries, authfile=authfile),  # OCI charts
+            failures,
+        )
+    return providers, contents
+
+
+def _plan_bundle(
+    run: _Run,
+    providers: list[FetchedProvider],
+    contents: list[FetchedContent],
+    copier: ImageCopier,
+    failures: list[Failure],
+) -> tuple[TarPlan, list[BlobJob], BundleManifest]:
+    """Resolve every image, check the space the bundle needs, and make its signed
+    manifest and tar plan; the blobs are downloaded as the plan is written."""
+    with phases.timed("images/resolve"):  # manifests, configs, attached artifacts
+        images = copier.resolve(_image_references(run.spec, providers, contents), failures)
+    # all of them, before any blob moves or anything is written
+    raise_failures(failures, _failed_summary(failures))
+    relied = relied_digests(images, run.holdings)
+    trust = trust_material(run.rules)
+    _check_space(run, providers, contents, images, relied, sum(len(d) for _, d in trust))
+    with phases.timed("images/resolve"):
+        copier.read_configs(images)
+    created = created_timestamp(run.epoch)
+    members = plan_members(providers, contents, images, run.staging, relied)
+    if run.carried is not None:  # first: tar -xf reaches it before the blobs
+        members.head.insert(0, run.carried)
+    members.tail += [PlannedMember(r.path, len(data), data=data) for r, data in trust]
+    manifest = BundleManifest(
+        created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tool_version=__version__,
+        providers=[provider_record(p, run.staging) for p in providers],
+        images=image_records(images, relied),
+        files=members.records(),
+        contents=[content_record(c, run.staging) for c in contents],
+        artifacts=[record for i in images for record in i.artifact_records()],
+        trust=[record for record, _ in trust],
+        delta=delta_record(images, relied, run.holdings),
+    )
+    check_before_signing(run.rules, manifest, images, trust)
+    jobs = copier.blob_jobs(images, members.deferred())
+    # From here the jobs hold what is downloaded and the plan what is written inline:
+    # the images are let go before the manifest's text is made, the members and their
+    # bytes once written (peak RSS would otherwise grow with the image count)
+    del images
+    return _signed_plan(run.key, manifest, members, created), jobs, manifest
+
+
+def _check_space(
+    run: _Run,
+    providers: list[FetchedProvider],
+    contents: list[FetchedContent],
+    images: list[ResolvedImage],
+    relied: set[str],
+    trust_bytes: int,
+) -> None:
+    """The bundle's size is known from the manifests: refused now if it cannot be
+    written, before any blob (configs included) is asked for."""
+    bundle_size, spilled = bundle_bound(
+        providers, contents, images, run.staging, relied, trust_bytes
+    )
+    bundle_size += run.carried.size if run.carried is not None else 0
+    check_space(
+        [
+            Need(run.output.parent, bundle_size, "the bundle"),
+            Need(run.staging, spilled, "staged manifests and configs"),
+        ]
+    )
 
 
 def _failed_summary(failures: list[Failure]) -> str:
@@ -424,112 +486,6 @@ def _image_references(
         ref = parse_reference(text)
         seen.setdefault(str(ref), ref)
     return list(seen.values())
-
-
-def _provider_record(provider: FetchedProvider, staging: Path) -> ProviderRecord:
-    return ProviderRecord(
-        name=provider.name,
-        type=provider.type.kind,
-        version=provider.version,
-        contract=provider.contract,
-        label=provider.label,
-        source=provider.source,
-        metadata=relative(provider.metadata_path, staging),
-        components=relative(provider.components_path, staging),
-        images=[str(parse_reference(image)) for image in provider.images],
-        image=_provider_image_record(provider, staging),
-    )
-
-
-def _provider_image_record(provider: FetchedProvider, staging: Path) -> ProviderImageRecord | None:
-    info = provider.image_source
-    if info is None:
-        return None
-    return ProviderImageRecord(
-        reference=info.reference,
-        profiles=list(info.profiles),
-        clusterctl_profile=info.clusterctl_profile,
-        profile_files=[relative(path, staging) for path in provider.profile_files],
-        name=info.name,
-        install_order=info.install_order,
-        attribute_type=info.attribute_type,
-        attribute_version=info.attribute_version,
-        ocp_platform=info.ocp_platform,
-        self_image_ref=info.self_image_ref,
-    )
-
-
-MAX_CONTENT_WARNINGS = 200  # verify refuses more (verify.names)
-
-
-def _one_line(text: str) -> str:
-    """A warning as verify accepts it: printable, at most 1000 characters."""
-    return "".join(c if c.isprintable() else "?" for c in text[:1000])
-
-
-def _content_record(content: FetchedContent, staging: Path) -> ContentRecord:
-    return ContentRecord(
-        kind=content.kind.value,
-        name=content.name,
-        version=content.version,
-        source=content.source,
-        files=[relative(path, staging) for path in content.files],
-        images=[str(parse_reference(image)) for image in content.images],
-        warnings=[_one_line(w) for w in content.unresolved[:MAX_CONTENT_WARNINGS]],
-        provenance=list(content.provenance),
-        render=content.render,
-    )
-
-
-def _image_records(images: list[ResolvedImage], relied: set[str]) -> list[ImageRecord]:
-    """One record per image; a platform is one string for all records that name it."""
-    shared: dict[str, str] = {}
-    return [_image_record(image, relied, shared) for image in images]
-
-
-def _image_record(image: ResolvedImage, relied: set[str], shared: dict[str, str]) -> ImageRecord:
-    return ImageRecord(
-        reference=str(image.reference),
-        digest=image.top.digest,
-        media_type=image.top.media_type,
-        platforms=[shared.setdefault(p, p) for p in image.platforms],
-        size=image.size,
-        source_digest=image.source_digest,
-        kept_whole=image.kept_whole,
-        needs=sorted(digest for digest in _pieces(image) if digest in relied),
-    )
-
-
-def _pieces(image: ResolvedImage) -> dict[str, tuple[int, str]]:
-    """Every manifest and blob of an image: digest -> (size, media type)."""
-    found = {blob.digest: (blob.size, blob.media_type) for blob in image.blobs()}
-    found.update({m.digest: (m.size, m.media_type) for m in image.manifests})
-    return found
-
-
-def _relied(images: list[ResolvedImage], holdings: Holdings | None) -> set[str]:
-    """What a delta leaves out: the manifests and blobs the far side holds under the
-    source repository of an image that uses them (``collect.base``), where import will
-    look for them. Nothing without ``--base``/``--have``."""
-    if holdings is None:
-        return set()
-    relied: set[str] = set()
-    for image in images:
-        relied |= _pieces(image).keys() & holdings.held_for(image.reference.name)
-    return relied
-
-
-def _delta_record(
-    images: list[ResolvedImage], relied: set[str], holdings: Holdings | None
-) -> DeltaRecord | None:
-    """The base and have-list a delta was made against and every digest it relies on."""
-    if holdings is None:
-        return None
-    pieces: dict[str, tuple[int, str]] = {}
-    for image in images:
-        pieces.update(_pieces(image))
-    needs = [NeedRecord(d, *pieces[d]) for d in sorted(relied)]
-    return DeltaRecord(needs, base=holdings.base, have_list=holdings.have_list)
 
 
 def _refuse_what_verify_would(manifest: bytes, members: Members) -> None:

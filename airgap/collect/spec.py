@@ -9,38 +9,38 @@ to a plain-HTTP registry (or the reverse) far from where the typo is.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from airgap.collect.specsections import (
+    SpecSections,
+    _check_url,
+)
 from airgap.content.chartrender import (
     DEFAULT_KUBE_VERSION,
-    DEFAULT_NAMESPACE,
-    RenderSettings,
-    merge_values,
 )
-from airgap.content.constraints import satisfies
-from airgap.content.kinds import ChartLocation, ContentKind, ContentSpec
+from airgap.content.kinds import ContentKind, ContentSpec
 from airgap.content.kubeadm import kubernetes_version_problem
-from airgap.core.errors import AirgapError, InputError, SpecError, utf8_text
-from airgap.core.inputfile import check_regular, read_small
+from airgap.core.errors import InputError, SpecError
+from airgap.core.inputfile import read_small
 from airgap.core.limits import MAX_SPEC_BYTES
 from airgap.core.names import (
     file_name_problem,
-    namespace_problem,
     provider_name_problem,
     shown,
     version_problem,
 )
-from airgap.core.redact import has_userinfo, redact_url, without_userinfo
+from airgap.core.redact import has_userinfo, without_userinfo
 from airgap.formats import yamlsafe
+from airgap.formats.located import (
+    NULL_TAG,
+    is_null,
+    yaml_error,
+)
 from airgap.oci.reference import parse_reference
 from airgap.providers.specs import ImageProviderSpec, ProviderSpec
 from airgap.providers.types import ProviderType
@@ -49,9 +49,6 @@ from airgap.sources.semver import highest
 
 LATEST = "latest"
 
-_NULL_TAG = "tag:yaml.org,2002:null"
-_BOOL_TAG = "tag:yaml.org,2002:bool"
-_STR_TAG = "tag:yaml.org,2002:str"
 _PLATFORM_RE = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(?:/[a-z0-9]+)?$")
 _HOST_RE = re.compile(
     r"^(?:\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
@@ -73,23 +70,6 @@ _TOP_KEYS = (
 )
 _KUBERNETES_KEYS = ("versions", "url", "offline")
 _MANIFEST_KEYS = ("name", "url")
-_CHART_KEYS = (
-    "repo",
-    "oci",
-    "name",
-    "version",
-    "caFile",
-    "images",
-    "keyring",
-    "values",
-    "valuesFiles",
-    "releaseName",
-    "namespace",
-    "kubeVersion",
-    "apiVersions",
-)
-MAX_VALUES_FILES = 20  # per chart entry
-MAX_VALUES_FILE_BYTES = 1 << 20  # a values file (real ones are a few KiB)
 MAX_ADDON_NAME = 57  # the Cluster label airgap.io/addon-NAME: its name part <= 63
 _CONTENT_KEYS = ("version", "url")
 _PROVIDER_KEYS = ("name", "type", "version", "url", "componentsFile", "image")
@@ -159,20 +139,15 @@ def parse_spec(text: str, path: Path) -> BundleSpec:
     return _SpecReader(path).read(text)
 
 
-class _SpecReader:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.base_dir = path.parent
-
-    def error(self, node: Node | None, key: str, message: str) -> SpecError:
-        return SpecError(yamlsafe.located(self.path, node, key, message))
+class _SpecReader(SpecSections):
+    """The spec's sections, read into a ``BundleSpec``."""
 
     def read(self, text: str) -> BundleSpec:
         try:
             root = yamlsafe.compose(text, str(self.path), max_bytes=MAX_SPEC_BYTES)
         except yaml.YAMLError as exc:
-            raise self._yaml_error(exc) from None
-        if root is None or (isinstance(root, ScalarNode) and root.tag == _NULL_TAG):
+            raise yaml_error(self.path, exc, "invalid YAML") from None
+        if root is None or (isinstance(root, ScalarNode) and root.tag == NULL_TAG):
             raise SpecError(f"{self.path}: spec is empty: list providers and/or images")
         top = self.mapping(root, "", _TOP_KEYS)
         providers, image_providers = self.providers(top.get("providers"))
@@ -218,7 +193,7 @@ class _SpecReader:
     def providers(
         self, entry: tuple[Node, Node] | None
     ) -> tuple[tuple[ProviderSpec, ...], tuple[ImageProviderSpec, ...]]:
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return (), ()
         result: list[ProviderSpec] = []
         from_images: list[ImageProviderSpec] = []
@@ -306,7 +281,7 @@ class _SpecReader:
         )
 
     def profiles(self, entry: tuple[Node, Node] | None, where: str) -> tuple[str, ...] | None:
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return None
         nodes = self.sequence(entry[1], f"{where}.profiles")
         if not nodes:
@@ -333,7 +308,7 @@ class _SpecReader:
         or the only profile listed; several listed without ``default`` need it."""
         entry = keys.get("clusterctlProfile")
         key = f"{where}.clusterctlProfile"
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             if profiles and len(profiles) > 1 and DEFAULT_PROFILE not in profiles:
                 raise self.error(
                     keys["profiles"][1],
@@ -367,7 +342,7 @@ class _SpecReader:
 
     def content(self, entry: tuple[Node, Node] | None, kind: ContentKind) -> ContentSpec | None:
         """``certManager: {version, url?}`` or ``operator: {version, url?}``."""
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return None
         where = kind.value
         keys = self.mapping(entry[1], where, _CONTENT_KEYS)
@@ -384,7 +359,7 @@ class _SpecReader:
     def manifests(self, entry: tuple[Node, Node] | None) -> tuple[ContentSpec, ...]:
         """``manifests: [{name, url}]``: addon manifests, one file each, names unique
         (each becomes ``addons/NAME`` and a ClusterResourceSet)."""
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return ()
         result: list[ContentSpec] = []
         first_at: dict[str, int] = {}
@@ -417,7 +392,7 @@ class _SpecReader:
         workload clusters will run; ``url`` is where each tag's kubeadm source is read
         (a raw-file server laid out ``URL/TAG/PATH``), ``offline`` takes the built-in
         table instead (``content.kubeadm``)."""
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return ()
         keys = self.mapping(entry[1], "kubernetes", _KUBERNETES_KEYS)
         if "versions" not in keys:
@@ -443,178 +418,8 @@ class _SpecReader:
             result.append(ContentSpec(ContentKind.KUBERNETES, version, url, offline=offline))
         return tuple(result)
 
-    def charts(
-        self, entry: tuple[Node, Node] | None, kube_default: str = DEFAULT_KUBE_VERSION
-    ) -> tuple[ContentSpec, ...]:
-        """``charts: [{repo, name, version} | {oci, version}]`` with optional ``caFile``
-        and ``images``; a repository entry's version may be a Helm constraint. A chart
-        with no ``kubeVersion`` renders for ``kube_default``: the highest carried
-        Kubernetes version, the workload clusters it will be installed on."""
-        if entry is None or _is_null(entry[1]):
-            return ()
-        result: list[ContentSpec] = []
-        first_at: dict[tuple[str, str], int] = {}
-        for index, node in enumerate(self.sequence(entry[1], "charts")):
-            where = f"charts[{index}]"
-            keys = self.mapping(node, where, _CHART_KEYS)
-            if ("repo" in keys) == ("oci" in keys):
-                raise self.error(node, where, "give either repo (with name) or oci")
-            version = self.required_string(node, keys, where, "version")
-            if "oci" in keys:
-                oci = self.required_string(node, keys, where, "oci")
-                name = self.oci_chart_name(keys["oci"][1], f"{where}.oci", oci)
-                if "name" in keys:
-                    raise self.error(keys["name"][0], f"{where}.name", "an oci entry takes no name")
-                if "caFile" in keys:  # a registry's CA is the registry's setting
-                    raise self.error(
-                        keys["caFile"][0],
-                        f"{where}.caFile",
-                        "an OCI chart's registry takes its CA from registries: HOST: {caFile}",
-                    )
-                location = ChartLocation(oci=oci)
-            else:
-                repo = self.required_string(node, keys, where, "repo")
-                problem = _check_url(repo)
-                if not problem and urlsplit(repo).scheme.lower() == "file":
-                    problem = "a chart repository is https:// or http://"
-                if problem:
-                    raise self.error(keys["repo"][1], f"{where}.repo", problem)
-                name = self.required_string(node, keys, where, "name")
-                problem = provider_name_problem(name)
-                if problem:
-                    raise self.error(keys["name"][1], f"{where}.name", problem)
-                location = ChartLocation(repo=repo)
-            try:  # an exact version or a Helm constraint (OCI: matched against the tags)
-                satisfies("0.0.0", version)
-            except InputError as exc:
-                raise self.error(keys["version"][1], f"{where}.version", str(exc)) from None
-            ca_file = self.ca_file(keys, where)
-            images = self.images(keys.get("images"), f"{where}.images")
-            identity = (name, version)
-            if identity in first_at:
-                raise self.error(
-                    node,
-                    where,
-                    f"duplicate chart {name} {version} (already at charts[{first_at[identity]}])",
-                )
-            first_at[identity] = index
-            keyring = self.existing_file(keys, where, "keyring", "keyring")
-            render = self.render_settings(keys, where, kube_default)
-            location = replace(
-                location, ca_file=ca_file, images=images, keyring=keyring, render=render
-            )
-            result.append(ContentSpec(ContentKind.CHARTS, version, None, name, location))
-        return tuple(result)
-
-    def render_settings(
-        self, keys: dict[str, tuple[Node, Node]], where: str, kube_default: str
-    ) -> RenderSettings:
-        """How the chart is rendered: ``valuesFiles`` (relative to the spec's directory)
-        then ``values`` merged as ``helm install -f … --set …`` merges them, the release
-        name and namespace, ``kubeVersion`` and ``apiVersions`` for ``.Capabilities``."""
-        layers = [
-            self.values_file(node, f"{where}.valuesFiles[{index}]")
-            for index, node in enumerate(self.values_files(keys, where))
-        ]
-        if "values" in keys and not _is_null(keys["values"][1]):
-            layers.append(self.values_mapping(keys["values"][1], f"{where}.values"))
-        release = self.optional_string(keys, where, "releaseName", _check_release_name)
-        namespace = self.optional_string(keys, where, "namespace", namespace_problem)
-        kube = self.optional_string(keys, where, "kubeVersion", _check_kube_version)
-        apis = [
-            self.string(node, f"{where}.apiVersions[{index}]")
-            for index, node in enumerate(
-                self.sequence(keys["apiVersions"][1], f"{where}.apiVersions")
-                if "apiVersions" in keys and not _is_null(keys["apiVersions"][1])
-                else []
-            )
-        ]
-        values = merge_values(layers)
-        try:
-            json.dumps(values, allow_nan=False)
-        except (TypeError, ValueError):
-            raise self.error(
-                keys.get("values", keys.get("valuesFiles", (None, None)))[1],
-                f"{where}.values",
-                "a value is not a string, number, boolean, null, list or mapping (quote it)",
-            ) from None
-        return RenderSettings(
-            values=values,
-            release_name=release,
-            namespace=namespace or DEFAULT_NAMESPACE,
-            kube_version=_v(kube) if kube else kube_default,
-            api_versions=tuple(dict.fromkeys(apis)),
-        )
-
-    def values_files(self, keys: dict[str, tuple[Node, Node]], where: str) -> list[Node]:
-        entry = keys.get("valuesFiles")
-        if entry is None or _is_null(entry[1]):
-            return []
-        nodes = self.sequence(entry[1], f"{where}.valuesFiles")
-        if len(nodes) > MAX_VALUES_FILES:
-            raise self.error(
-                entry[1], f"{where}.valuesFiles", f"more than {MAX_VALUES_FILES} files"
-            )
-        return nodes
-
-    def values_file(self, node: Node, where: str) -> dict[str, Any]:
-        """A values file the spec names, read within bounds, parsed as one mapping."""
-        from airgap.formats.yamlload import load_single
-
-        path = Path(self.string(node, where)).expanduser()
-        if not path.is_absolute():
-            path = self.base_dir / path
-        try:
-            text = utf8_text(read_small(path, MAX_VALUES_FILE_BYTES, "values file"), str(path))
-            document = load_single(text, str(path))
-        except AirgapError as exc:
-            raise self.error(node, where, str(exc)) from None
-        if document is None:
-            return {}
-        if not isinstance(document, dict):
-            raise self.error(node, where, f"values file {path} is not a mapping")
-        return document
-
-    def values_mapping(self, node: Node, where: str) -> dict[str, Any]:
-        if not isinstance(node, MappingNode):
-            raise self.error(node, where, f"must be a mapping, not {_describe(node)}")
-        values = yamlsafe.construct(node)
-        if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
-            raise self.error(node, where, "keys must be strings")
-        return values
-
-    def oci_chart_name(self, node: Node, where: str, text: str) -> str:
-        parts = urlsplit(text)
-        name = parts.path.rstrip("/").rpartition("/")[2]
-        if parts.scheme != "oci" or not parts.netloc or not name or parts.query or parts.fragment:
-            raise self.error(
-                node, where, f"invalid OCI chart {text[:200]!r} (oci://HOST/PATH/NAME)"
-            )
-        if has_userinfo(text):
-            raise self.error(
-                node, where, "an OCI reference carries no credentials: use a credentials file"
-            )
-        problem = provider_name_problem(name)
-        if problem:
-            raise self.error(node, where, problem)
-        return name
-
-    def images(self, entry: tuple[Node, Node] | None, where: str = "images") -> tuple[str, ...]:
-        if entry is None or _is_null(entry[1]):
-            return ()
-        images: dict[str, None] = {}  # in order, each once (a list lookup: quadratic)
-        for index, node in enumerate(self.sequence(entry[1], where)):
-            key = f"{where}[{index}]"
-            text = self.string(node, key)
-            try:
-                image = str(parse_reference(text))
-            except InputError as exc:
-                raise self.error(node, key, str(exc)) from None
-            images.setdefault(image)
-        return tuple(images)
-
     def platforms(self, entry: tuple[Node, Node] | None) -> tuple[str, ...] | None:
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return None
         nodes = self.sequence(entry[1], "platforms")
         if not nodes:
@@ -632,7 +437,7 @@ class _SpecReader:
         return tuple(platforms)
 
     def registries(self, entry: tuple[Node, Node] | None) -> dict[str, RegistrySettings]:
-        if entry is None or _is_null(entry[1]):
+        if entry is None or is_null(entry[1]):
             return {}
         result: dict[str, RegistrySettings] = {}
         for host_text, (host_node, node) in self.mapping(entry[1], "registries", None).items():
@@ -642,7 +447,7 @@ class _SpecReader:
             host = _DOCKER_HUB_ALIASES.get(host_text.lower(), host_text.lower())
             if host in result:
                 raise self.error(host_node, where, f"registry {host} is listed twice")
-            keys = self.mapping(node, where, _REGISTRY_KEYS) if not _is_null(node) else {}
+            keys = self.mapping(node, where, _REGISTRY_KEYS) if not is_null(node) else {}
             result[host] = RegistrySettings(
                 mirror=self.optional_string(keys, where, "mirror", _check_mirror),
                 ca_file=self.ca_file(keys, where),
@@ -651,166 +456,7 @@ class _SpecReader:
             )
         return result
 
-    def ca_file(self, keys: dict[str, tuple[Node, Node]], where: str) -> str | None:
-        """``caFile`` (a registry's or a chart repository's)."""
-        return self.existing_file(keys, where, "caFile", "CA file")
-
-    def existing_file(
-        self, keys: dict[str, tuple[Node, Node]], where: str, key: str, what: str
-    ) -> str | None:
-        """A file the spec names: ``~`` expanded, relative to the spec's directory, and
-        present now rather than when first used (a TLS handshake, a .prov's check)."""
-        text = self.optional_string(keys, where, key, None)
-        if text is None:
-            return None
-        path = Path(text).expanduser()
-        if not path.is_absolute():
-            path = self.base_dir / path
-        try:
-            check_regular(path, what)
-        except InputError as exc:
-            raise self.error(keys[key][1], f"{where}.{key}", str(exc)) from None
-        return str(path.resolve())
-
     # --- node helpers ---------------------------------------------------------------
-
-    def mapping(
-        self, node: Node, where: str, allowed: tuple[str, ...] | None
-    ) -> dict[str, tuple[Node, Node]]:
-        """Keys of a mapping node (with key and value nodes); unknown keys are errors."""
-        if not isinstance(node, MappingNode):
-            # the document itself is described, never quoted: a file given as the spec
-            # by mistake (a private key, a token file) is not printed, not even in part
-            shown_as = _describe(node, quote=bool(where))
-            raise self.error(node, where, f"must be a mapping, not {shown_as}")
-        result: dict[str, tuple[Node, Node]] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode) or key_node.tag == _NULL_TAG:
-                raise self.error(key_node, where, "keys must be strings")
-            key = key_node.value
-            path = f"{where}.{key}" if where else key
-            if allowed is not None and key not in allowed:
-                raise self.error(
-                    key_node, path, f"unknown key {shown(key)} (allowed: {', '.join(allowed)})"
-                )
-            if key in result:
-                raise self.error(key_node, path, "duplicate key")
-            result[key] = (key_node, value_node)
-        return result
-
-    def sequence(self, node: Node, where: str) -> list[Node]:
-        if not isinstance(node, SequenceNode):
-            raise self.error(node, where, f"must be a list, not {_describe(node)}")
-        return list(node.value)
-
-    def string(self, node: Node, where: str) -> str:
-        """A scalar's text as written: ``1.10`` stays ``1.10``, never the float 1.1."""
-        if not isinstance(node, ScalarNode) or node.tag in (_NULL_TAG, _BOOL_TAG):
-            raise self.error(node, where, f"must be a string, not {_describe(node)}")
-        text = str(node.value).strip()
-        if not text:
-            raise self.error(node, where, "must not be empty")
-        return text
-
-    def required_string(
-        self, parent: Node, keys: dict[str, tuple[Node, Node]], where: str, key: str
-    ) -> str:
-        entry = keys.get(key)
-        if entry is None or _is_null(entry[1]):
-            raise self.error(
-                entry[1] if entry else parent, f"{where}.{key}", "missing required key"
-            )
-        return self.string(entry[1], f"{where}.{key}")
-
-    def optional_string(
-        self,
-        keys: dict[str, tuple[Node, Node]],
-        where: str,
-        key: str,
-        check: Callable[[str], str | None] | None,
-    ) -> str | None:
-        entry = keys.get(key)
-        if entry is None or _is_null(entry[1]):
-            return None
-        text = self.string(entry[1], f"{where}.{key}")
-        problem = check(text) if check else None
-        if problem:
-            raise self.error(entry[1], f"{where}.{key}", problem)
-        return text
-
-    def boolean(self, keys: dict[str, tuple[Node, Node]], where: str, key: str) -> bool:
-        entry = keys.get(key)
-        if entry is None or _is_null(entry[1]):
-            return False
-        node = entry[1]
-        path = f"{where}.{key}" if where else key
-        if not isinstance(node, ScalarNode) or node.tag != _BOOL_TAG:
-            raise self.error(node, path, f"must be true or false, not {_describe(node)}")
-        return str(node.value).lower() in ("true", "yes", "on", "y")
-
-    def _yaml_error(self, exc: yaml.YAMLError) -> SpecError:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        if mark is None:
-            return SpecError(f"{self.path}: malformed YAML: {problem}")
-        return SpecError(
-            f"{self.path}:{mark.line + 1}:{mark.column + 1}: malformed YAML: {problem}"
-        )
-
-
-def _is_null(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _NULL_TAG
-
-
-def _describe(node: Node, *, quote: bool = True) -> str:
-    """What a node is, for a type error; its value quoted (briefly) only if ``quote``."""
-    if isinstance(node, MappingNode):
-        return "a mapping"
-    if isinstance(node, SequenceNode):
-        return "a list"
-    if isinstance(node, ScalarNode):
-        if node.tag == _NULL_TAG:
-            return "empty"
-        kind = node.tag.rsplit(":", 1)[-1]
-        if not quote:
-            return "text" if node.tag == _STR_TAG else f"a value of type {kind}"
-        if node.tag == _STR_TAG:
-            return f"{shown(node.value)}"
-        return f"{kind} {shown(node.value)}"
-    return "an unknown node"
-
-
-def _check_release_name(text: str) -> str | None:
-    """Helm's rule for a release name: a DNS label of at most 53 characters."""
-    if len(text) > 53 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", text):
-        return f"invalid release name {shown(text)} (a DNS label of at most 53 characters)"
-    return None
-
-
-def _check_kube_version(text: str) -> str | None:
-    if not re.fullmatch(r"v?\d{1,3}\.\d{1,3}(\.\d{1,4})?", text):
-        return f"invalid Kubernetes version {shown(text)} (like v1.31.2)"
-    return None
-
-
-def _v(text: str) -> str:
-    """``1.31`` -> ``v1.31.0``: what .Capabilities.KubeVersion.Version renders."""
-    parts = text.lstrip("v").split(".")
-    return "v" + ".".join(parts + ["0"] * (3 - len(parts)))
-
-
-def _check_url(text: str) -> str | None:
-    redacted = shown(redact_url(text))  # a URL may carry user:password@: never repeat it
-    try:
-        parts = urlsplit(text)
-        hostname = parts.hostname
-    except ValueError:
-        return f"invalid URL {redacted}"
-    if parts.scheme.lower() not in ("http", "https", "file"):
-        return f"unsupported URL {redacted} (use https://, http:// or file://)"
-    if parts.scheme.lower() != "file" and not hostname:
-        return f"URL {redacted} has no host"
-    return None
 
 
 def _check_release_version(text: str) -> str | None:

@@ -28,13 +28,10 @@ from airgap.core.errors import AirgapError, InputError
 from airgap.core.inputfile import read_small
 from airgap.core.limits import MAX_HAVE_LIST_BYTES
 from airgap.core.parallel import run_parallel
-from airgap.importing.importer import (
-    ImportOptions,
-    expected_artifacts,
-    image_trees,
-    verified_mappings,
-)
+from airgap.importing.model import ImportOptions, verified_mappings
 from airgap.importing.status import from_tree
+from airgap.importing.statuscommand import expected_artifacts
+from airgap.importing.targetwork import image_trees
 from airgap.oci.havelist import HaveList
 from airgap.oci.manifest import Manifest
 from airgap.oci.reference import parse_reference

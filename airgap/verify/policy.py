@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from airgap.bundle.format import BundleManifest
 from airgap.content.kinds import ContentKind, parse_kind
@@ -41,6 +40,7 @@ from airgap.core.inputfile import read_small
 from airgap.core.limits import MAX_POLICY_BYTES, MAX_TRUST_FILE_BYTES
 from airgap.core.names import shown
 from airgap.formats import yamlsafe
+from airgap.formats.located import LocatedDocument, yaml_error
 from airgap.oci.manifest import INDEX_TYPES, platform_matches
 from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.types import ProviderType
@@ -122,25 +122,19 @@ def load_policy(path: Path) -> Policy:
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: a policy is UTF-8 YAML ({exc.reason})") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None)
-        raise SpecError(
-            f"{path}{where}: malformed YAML{f': {problem}' if problem else ''}"
-        ) from exc
+        raise yaml_error(path, exc) from exc
     if document is None:
         document = {}
-    lines = _Lines(path, root)
+    lines = LocatedDocument(path, root)
     if not isinstance(document, dict):
-        raise lines.error("", "a policy is a mapping of rules")
+        raise lines.error_at("a policy is a mapping of rules")
     unknown = [str(key) for key in document if key not in _KEYS]
     if unknown:
         close = difflib.get_close_matches(unknown[0], sorted(_KEYS), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        raise lines.error(
-            "",
-            f"unknown key {shown(unknown[0])} ({hint}known: {', '.join(sorted(_KEYS))})",
+        raise lines.key_error(
             unknown[0],
+            f"unknown key {shown(unknown[0])} ({hint}known: {', '.join(sorted(_KEYS))})",
         )
     return Policy(
         allowed_registries=(
@@ -158,72 +152,18 @@ def load_policy(path: Path) -> Policy:
     )
 
 
-class _Lines:
-    """Where each rule of a policy file is written: errors name the line to fix."""
-
-    def __init__(self, path: Path, root: Node | None) -> None:
-        self.path = path
-        self._keys: dict[str, tuple[Node, Node]] = {}
-        self._root = root
-        if isinstance(root, MappingNode):
-            for key, value in root.value:
-                if isinstance(key, ScalarNode):
-                    self._keys.setdefault(str(key.value), (key, value))
-
-    def at(self, *steps: str | int) -> Node | None:
-        """The node at a path of keys and list positions (``requireSignatures``,
-        ``keys``, 0), or the nearest one that exists."""
-        node = self._root
-        for step in steps:
-            child: Node | None = None
-            if isinstance(node, MappingNode) and isinstance(step, str):
-                child = next(
-                    (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == step),
-                    None,
-                )
-            elif isinstance(node, SequenceNode) and isinstance(step, int):
-                child = node.value[step] if step < len(node.value) else None
-            if child is None:
-                return node
-            node = child
-        return node
-
-    def nested(self, message: str, *steps: str | int) -> SpecError:
-        """``FILE:LINE: requireSignatures.keys[0]: message``."""
-        key = ""
-        for step in steps:
-            key += f"[{step}]" if isinstance(step, int) else (f".{step}" if key else step)
-        return SpecError(yamlsafe.located(self.path, self.at(*steps), key, message))
-
-    def error(self, key: str, message: str, at_key: str | None = None) -> SpecError:
-        """``FILE:LINE: key: message``; ``at_key`` points at a key itself (an unknown
-        one) rather than at its value."""
-        node: Node | None = self._root
-        if at_key is not None and at_key in self._keys:
-            node = self._keys[at_key][0]
-        elif key:
-            name, _, index = key.partition("[")
-            node = self._keys[name][1] if name in self._keys else self._root
-            if index and isinstance(node, SequenceNode):
-                position = int(index.rstrip("]"))
-                if position < len(node.value):
-                    node = node.value[position]
-        return SpecError(yamlsafe.located(self.path, node, key, message))
-
-
-def _platforms_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
+def _platforms_of(document: dict[str, Any], lines: LocatedDocument) -> tuple[str, ...]:
     platforms = _strings(document, "requiredPlatforms", lines)
     for index, platform in enumerate(platforms):
         parts = platform.split("/")
         if not 2 <= len(parts) <= 3 or not all(parts):
-            raise lines.error(
-                f"requiredPlatforms[{index}]",
-                f"{shown(platform)} is not os/arch or os/arch/variant",
+            raise lines.error_at(
+                f"{shown(platform)} is not os/arch or os/arch/variant", "requiredPlatforms", index
             )
     return platforms
 
 
-def _signatures_of(document: dict[str, Any], lines: _Lines) -> SignaturePolicy | None:
+def _signatures_of(document: dict[str, Any], lines: LocatedDocument) -> SignaturePolicy | None:
     """``requireSignatures``: keys and keyless identities, their files read now (a
     policy that cannot be used fails at its line, before anything is checked)."""
     if "requireSignatures" not in document:
@@ -231,10 +171,10 @@ def _signatures_of(document: dict[str, Any], lines: _Lines) -> SignaturePolicy |
     rule = document["requireSignatures"]
     top = "requireSignatures"
     if not isinstance(rule, dict):
-        raise lines.nested("must be a mapping (images, keys, keyless, ...)", top)
+        raise lines.error_at("must be a mapping (images, keys, keyless, ...)", top)
     for key in rule:
         if key not in _SIGNATURE_KEYS:
-            raise lines.nested(
+            raise lines.error_at(
                 f"unknown key {shown(str(key))} (known: {', '.join(_SIGNATURE_KEYS)})",
                 top,
                 str(key),
@@ -246,33 +186,33 @@ def _signatures_of(document: dict[str, Any], lines: _Lines) -> SignaturePolicy |
         try:
             keys += [NamedKey(name, key) for key in load_public_keys(data, name)]
         except ValueError as exc:
-            raise lines.nested(str(exc), top, "keys", index) from None
+            raise lines.error_at(str(exc), top, "keys", index) from None
     identities = _identities(rule.get("keyless"), lines)
     if not keys and not identities:
-        raise lines.nested("give keys, keyless identities, or both", top)
+        raise lines.error_at("give keys, keyless identities, or both", top)
     roots = _pem_files(rule, "fulcioRoots", lines, load_certificates)
     rekor = _pem_files(rule, "rekorKeys", lines, load_public_keys)
     return SignaturePolicy(tuple(images), tuple(keys), identities, roots, rekor)
 
 
-def _nested_strings(rule: dict[str, Any], key: str, lines: _Lines) -> tuple[str, ...]:
+def _nested_strings(rule: dict[str, Any], key: str, lines: LocatedDocument) -> tuple[str, ...]:
     value = rule.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise lines.nested("must be a list of strings", "requireSignatures", key)
+        raise lines.error_at("must be a list of strings", "requireSignatures", key)
     return tuple(value)
 
 
-def _trust_file(lines: _Lines, name: str, *steps: str | int) -> bytes:
+def _trust_file(lines: LocatedDocument, name: str, *steps: str | int) -> bytes:
     """A PEM file the policy names, relative to the policy's directory."""
     path = lines.path.parent / name
     try:
         return read_small(path, MAX_TRUST_FILE_BYTES, "file")
     except InputError as exc:
-        raise lines.nested(str(exc), *steps) from None
+        raise lines.error_at(str(exc), *steps) from None
 
 
 def _pem_files(
-    rule: dict[str, Any], key: str, lines: _Lines, parse: Callable[[bytes, str], list[Any]]
+    rule: dict[str, Any], key: str, lines: LocatedDocument, parse: Callable[[bytes, str], list[Any]]
 ) -> bytes | None:
     """The PEM files of ``fulcioRoots`` or ``rekorKeys``, checked and concatenated."""
     names = _nested_strings(rule, key, lines)
@@ -285,42 +225,42 @@ def _pem_files(
             if not parse(data, name):
                 raise ValueError(f"{name}: no certificate in it")
         except ValueError as exc:
-            raise lines.nested(str(exc), "requireSignatures", key, index) from None
+            raise lines.error_at(str(exc), "requireSignatures", key, index) from None
         chunks.append(data if data.endswith(b"\n") else data + b"\n")
     return b"".join(chunks)
 
 
-def _identities(value: Any, lines: _Lines) -> tuple[Identity, ...]:
+def _identities(value: Any, lines: LocatedDocument) -> tuple[Identity, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise lines.nested("must be a list of {identity, issuer}", "requireSignatures", "keyless")
+        raise lines.error_at("must be a list of {identity, issuer}", "requireSignatures", "keyless")
     found = []
     for index, entry in enumerate(value):
         steps: tuple[str | int, ...] = ("requireSignatures", "keyless", index)
         if not isinstance(entry, dict) or not entry:
-            raise lines.nested(
+            raise lines.error_at(
                 "must be a mapping of identity/issuer (or their Regexp forms)", *steps
             )
         for key, text in entry.items():
             if key not in _IDENTITY_KEYS:
-                raise lines.nested(
+                raise lines.error_at(
                     f"unknown key {shown(str(key))} (known: {', '.join(_IDENTITY_KEYS)})",
                     *steps,
                     str(key),
                 )
             if not isinstance(text, str) or not text:
-                raise lines.nested("must be a non-empty string", *steps, key)
+                raise lines.error_at("must be a non-empty string", *steps, key)
             if key.endswith("Regexp"):
                 try:
                     re.compile(text)
                 except re.error as exc:
-                    raise lines.nested(f"not a regular expression ({exc})", *steps, key) from None
+                    raise lines.error_at(f"not a regular expression ({exc})", *steps, key) from None
         keys = set(entry)
         if {"identity", "identityRegexp"} <= keys or {"issuer", "issuerRegexp"} <= keys:
-            raise lines.nested("give a value or its Regexp form, not both", *steps)
+            raise lines.error_at("give a value or its Regexp form, not both", *steps)
         if not keys & {"identity", "identityRegexp"} or not keys & {"issuer", "issuerRegexp"}:
-            raise lines.nested(
+            raise lines.error_at(
                 "a keyless identity needs identity (or identityRegexp) and issuer "
                 "(or issuerRegexp)",
                 *steps,
@@ -336,51 +276,51 @@ def _identities(value: Any, lines: _Lines) -> tuple[Identity, ...]:
     return tuple(found)
 
 
-def _types_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
+def _types_of(document: dict[str, Any], lines: LocatedDocument) -> tuple[str, ...]:
     kinds = []
     for index, text in enumerate(_strings(document, "requiredProviderTypes", lines)):
         try:
             kinds.append(ProviderType.parse(text).kind)
         except InputError as exc:
-            raise lines.error(f"requiredProviderTypes[{index}]", str(exc)) from exc
+            raise lines.error_at(str(exc), "requiredProviderTypes", index) from exc
     return tuple(kinds)
 
 
-def _content_of(document: dict[str, Any], lines: _Lines) -> tuple[str, ...]:
+def _content_of(document: dict[str, Any], lines: LocatedDocument) -> tuple[str, ...]:
     kinds = _strings(document, "requiredContent", lines)
     for index, kind in enumerate(kinds):
         if parse_kind(kind) is None:
             known = ", ".join(k.value for k in ContentKind)
-            raise lines.error(
-                f"requiredContent[{index}]", f"unknown kind {shown(kind)} (known: {known})"
+            raise lines.error_at(
+                f"unknown kind {shown(kind)} (known: {known})", "requiredContent", index
             )
     return kinds
 
 
-def _strings(document: dict[str, Any], key: str, lines: _Lines) -> tuple[str, ...]:
+def _strings(document: dict[str, Any], key: str, lines: LocatedDocument) -> tuple[str, ...]:
     value = document.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise lines.error(key, "must be a list of strings")
+        raise lines.error_at("must be a list of strings", key)
     return tuple(value)
 
 
-def _bool(document: dict[str, Any], key: str, lines: _Lines) -> bool:
+def _bool(document: dict[str, Any], key: str, lines: LocatedDocument) -> bool:
     value = document.get(key, False)
     if not isinstance(value, bool):
-        raise lines.error(key, "must be true or false")
+        raise lines.error_at("must be true or false", key)
     return value
 
 
-def _age(value: Any, lines: _Lines) -> timedelta | None:
+def _age(value: Any, lines: LocatedDocument) -> timedelta | None:
     if value is None:
         return None
     match = _AGE_RE.match(str(value).strip())
     if not match:
-        raise lines.error("maxAge", f"must look like 30d, 12h or 90m, not {shown(value)}")
+        raise lines.error_at(f"must look like 30d, 12h or 90m, not {shown(value)}", "maxAge")
     try:
         return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
     except OverflowError as exc:
-        raise lines.error("maxAge", f"{shown(value)} is too large") from exc
+        raise lines.error_at(f"{shown(value)} is too large", "maxAge") from exc
 
 
 def evaluate(
