@@ -111,7 +111,7 @@ def measure(mode: str, directions: list[str], blob: Path, digest: str, repeats: 
     from airgap.net import httpclient
     from airgap.registry.client import Registry
     from airgap.verify.bundle import VerifiedBundle
-    from airgap.verify.scan import Member
+    from airgap.verify.scanresult import Member
     from tests.harness.pki import make_pki
     from tests.harness.registry import RegistryMode, RegistryServer
 

@@ -1068,7 +1068,7 @@ def test_members_index_finds_each_listed_record_as_a_dict_would() -> None:
     scale RSS): a name finds the record listed last under it, blob or not, as
     ``{f.path: f for f in files}`` would, and ``listed_twice`` says when a path repeats."""
     from airgap.bundle.format import FileRecord
-    from airgap.verify.scan import Member, Members
+    from airgap.verify.scanresult import Member, Members
 
     blob = "images/blobs/sha256/"
     files = [

@@ -19,7 +19,7 @@ import yaml
 from airgap.configmaps import emit, objects
 from airgap.core.errors import InputError
 from airgap.core.limits import MAX_COMPONENTS_DEPTH, MAX_YAML_DEPTH
-from airgap.formats import yamlload, yamlsafe, yamlskim
+from airgap.formats import yamlcomposer, yamlload, yamlsafe, yamlskim
 from airgap.providers import components
 from airgap.providers.components import parse_components
 from airgap.providers.types import ProviderType
@@ -156,13 +156,13 @@ def test_libyamls_own_limit_is_above_every_bound() -> None:
     """The translation of libyaml's limit into airgap's bound is true only while every
     bound is below it."""
     deepest = max(MAX_COMPONENTS_DEPTH, MAX_YAML_DEPTH)
-    assert deepest < yamlsafe.LIBYAML_NESTING_LIMIT
+    assert deepest < yamlcomposer.LIBYAML_NESTING_LIMIT
     if _libyaml_limits_nesting():  # and libyaml's limit is the one airgap assumes
         list(yaml.parse("[" * 999 + "]" * 999, Loader=yaml.CSafeLoader))
         with pytest.raises(yaml.MarkedYAMLError) as caught:
             list(yaml.parse("[" * 1001, Loader=yaml.CSafeLoader))
-        assert yamlsafe.nested_deeper_than(caught.value, deepest)
-    assert not yamlsafe.nested_deeper_than(yaml.MarkedYAMLError(problem="other"), deepest)
+        assert yamlcomposer.nested_deeper_than(caught.value, deepest)
+    assert not yamlcomposer.nested_deeper_than(yaml.MarkedYAMLError(problem="other"), deepest)
 
 
 def test_built_nodes_are_bounded_and_skipped_documents_build_none() -> None:
@@ -442,10 +442,15 @@ def test_skipping_classifies_events_of_subclasses_as_their_base() -> None:
         pass
 
     kinds = [
-        yamlload._SKIP_KIND.get(cls) or yamlload._skip_kind(cls.__new__(cls))
+        yamlcomposer._SKIP_KIND.get(cls) or yamlcomposer._skip_kind(cls.__new__(cls))
         for cls in (Scalar, Start, Alias, End)
     ]
-    assert kinds == [yamlload._SCALAR, yamlload._START, yamlload._ALIAS, yamlload._END]
+    assert kinds == [
+        yamlcomposer._SCALAR,
+        yamlcomposer._START,
+        yamlcomposer._ALIAS,
+        yamlcomposer._END,
+    ]
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,8 @@ from airgap.verify.installer import check_installer
 from airgap.verify.layoutcheck import check_layout, check_providers
 from airgap.verify.recordnames import check_names
 from airgap.verify.records import check_contents
-from airgap.verify.scan import Member, ScanResult, scan
+from airgap.verify.scan import scan
+from airgap.verify.scanresult import Member, ScanResult
 
 if TYPE_CHECKING:
     from airgap.net.filebody import FileBody

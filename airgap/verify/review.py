@@ -8,7 +8,7 @@ lines of script (sorting and filtering, which the page works without) are inline
 its Content-Security-Policy forbids every fetch and every script but that one.
 
 Everything shown comes from a bundle, which may be hostile: every string passes through
-``_escape`` on its way in (the ``_el`` builder escapes every child and attribute that is
+``escaped`` on its way in (the ``element`` builder escapes every child and attribute that is
 not markup it built itself), so a ``<script>`` in an image name is shown as text.
 """
 
@@ -16,11 +16,22 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airgap.core.textfmt import human_size, plural, printable
+from airgap.core.textfmt import human_size, plural
+from airgap.verify.htmlparts import (
+    Markup,
+    code_text,
+    element,
+    escaped,
+    joined,
+    link_list,
+    size_text,
+    table_of,
+    void_element,
+)
+from airgap.verify.reviewchanges import change_section
 
 SCRIPT = """(function () {
   var root = document.documentElement;
@@ -116,83 +127,6 @@ svg text { font-family: inherit; font-size: 12px; fill: var(--ink); }
 """
 
 
-class _Markup(str):
-    """HTML this module built: inserted as is; any other string is escaped."""
-
-
-def _escape(value: object) -> _Markup:
-    """Text as HTML shows it: markup characters escaped, and control and format
-    characters (a right-to-left override that makes one name read as another, a
-    surrogate that is not UTF-8) shown as backslash escapes, as the terminal shows them."""
-    return _Markup(html.escape(printable(str(value)), quote=True))
-
-
-def _join(children: Iterable[object]) -> _Markup:
-    return _Markup("".join(c if isinstance(c, _Markup) else _escape(c) for c in children))
-
-
-def _attributes(attributes: Mapping[str, object]) -> str:
-    return "".join(
-        f' {name.rstrip("_").replace("_", "-")}="{_escape(value)}"'
-        for name, value in attributes.items()
-        if value is not None and value is not False
-    )
-
-
-def _void(tag: str, **attributes: object) -> _Markup:
-    """An element without content or end tag (``<meta …>``, ``<input …>``)."""
-    return _Markup(f"<{tag}{_attributes(attributes)}>")
-
-
-def _el(tag: str, *children: object, **attributes: object) -> _Markup:
-    """``<tag attributes>children</tag>``: every child and attribute value escaped unless
-    it is markup built here. Attribute names are this module's (``class_`` -> class,
-    ``data_x`` -> data-x); None and False leave one out."""
-    return _Markup(f"<{tag}{_attributes(attributes)}>{_join(children)}</{tag}>")
-
-
-def _table(
-    table_id: str,
-    headers: Sequence[str],
-    rows: Iterable[_Markup],
-    *,
-    filter_label: str | None = None,
-) -> _Markup:
-    """A sortable table; with ``filter_label``, a filter box the script reveals. A table
-    of no rows is a line saying so."""
-    rows = list(rows)
-    if not rows:
-        return _el("p", "None.", id=table_id, class_="muted")
-    head = _el("thead", _el("tr", *(_el("th", h, scope="col") for h in headers)))
-    table = _el("table", head, _el("tbody", *rows), id=table_id, class_="sortable")
-    if filter_label is None:
-        return table
-    box = _void(
-        "input",
-        type="search",
-        data_filter=table_id,
-        hidden=True,
-        placeholder=filter_label,
-        aria_label=filter_label,
-    )
-    return _join([box, table])
-
-
-def _size(size: int) -> _Markup:
-    return _el("td", human_size(size), class_="num", data_sort=size, title=f"{size} bytes")
-
-
-def _code(value: object) -> _Markup:
-    return _el("code", value)
-
-
-def _links(targets: Iterable[tuple[str, str]]) -> _Markup:
-    return _join(
-        _join([_Markup(", ") if n else "", _el("a", label, href=f"#{anchor}")])
-        for n, (anchor, label) in enumerate(targets)
-    )
-
-
 # --- the verdict --------------------------------------------------------------------------
 
 
@@ -228,14 +162,14 @@ def _state(document: Mapping[str, Any]) -> str:
     return "verified" if document["signatureChecked"] else "unsigned"
 
 
-def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> _Markup:
+def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> Markup:
     signer = document["signature"] or (
         "NOT CHECKED (--no-signature)" if not document["signatureChecked"] else "none"
     )
     facts: list[tuple[str, object]] = [
-        ("Bundle", _code(document["bundle"])),
-        ("Signed by (key fingerprint)", _code(signer)),
-        ("Bundle digest (signed manifest)", _code(document.get("manifestDigest") or "unknown")),
+        ("Bundle", code_text(document["bundle"])),
+        ("Signed by (key fingerprint)", code_text(signer)),
+        ("Bundle digest (signed manifest)", code_text(document.get("manifestDigest") or "unknown")),
         ("Size on disk", f"{human_size(document['bundleSize'])} ({document['bundleSize']} bytes)"),
     ]
     if "created" in document:
@@ -246,33 +180,39 @@ def _verdict(document: Mapping[str, Any], generated: str, tool: str) -> _Markup:
                 f"airgap {document['toolVersion']} (format {document['formatVersion']})",
             ),
         ]
-    facts.append(("Policy", _el("span", _policy_fact(document), id="policy-result")))
+    facts.append(("Policy", element("span", _policy_fact(document), id="policy-result")))
     change = document.get("change")
     if change is not None:
         old = change["old"]
-        facts.append(("Compared with", _join([_code(old["bundle"]), " ", _code(old["manifest"])])))
+        facts.append(
+            ("Compared with", joined([code_text(old["bundle"]), " ", code_text(old["manifest"])]))
+        )
     facts.append(("Report", f"generated {generated} by airgap {tool}"))
-    dl = _el("dl", *(_join([_el("dt", k), _el("dd", v)]) for k, v in facts), class_="facts")
+    dl = element(
+        "dl", *(joined([element("dt", k), element("dd", v)]) for k, v in facts), class_="facts"
+    )
     state = _state(document)
     title, warning = _HEADINGS[state]
-    heading = _el("h1", title, id="verdict", data_verdict=state)
+    heading = element("h1", title, id="verdict", data_verdict=state)
     loud = (
-        _el(
+        element(
             "p",
-            _el("strong", "Do not approve this transfer on the strength of this report:"),
+            element("strong", "Do not approve this transfer on the strength of this report:"),
             f" {warning}",
         )
         if warning
         else ""
     )
-    missing = _el("ul", *(_el("li", item) for item in document["notChecked"]), id="not-checked")
-    return _el(
+    missing = element(
+        "ul", *(element("li", item) for item in document["notChecked"]), id="not-checked"
+    )
+    return element(
         "header",
         heading,
-        _el("p", document["verdict"], class_="line", id="verdict-line"),
+        element("p", document["verdict"], class_="line", id="verdict-line"),
         loud,
         dl,
-        _el("h3", "Not checked"),
+        element("h3", "Not checked"),
         missing,
         class_="verdict" if state == "verified" else "verdict failed",
     )
@@ -285,46 +225,46 @@ def _anchors(document: Mapping[str, Any]) -> dict[str, int]:
     return {image["reference"]: n for n, image in enumerate(document["images"])}
 
 
-def _image_links(references: Iterable[str], anchors: Mapping[str, int]) -> _Markup:
+def _image_links(references: Iterable[str], anchors: Mapping[str, int]) -> Markup:
     linked = [(f"image-{anchors[r]}", r) for r in references if r in anchors]
     loose = [r for r in references if r not in anchors]
-    parts = [_links(linked)] if linked else []
+    parts = [link_list(linked)] if linked else []
     parts += (
-        [_escape(f"{', ' if parts else ''}{', '.join(loose)} (not in the bundle)")] if loose else []
+        [escaped(f"{', ' if parts else ''}{', '.join(loose)} (not in the bundle)")] if loose else []
     )
-    return _join(parts) if parts else _Markup("-")
+    return joined(parts) if parts else Markup("-")
 
 
-def _providers(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
+def _providers(document: Mapping[str, Any], anchors: Mapping[str, int]) -> Markup:
     rows = [
-        _el(
+        element(
             "tr",
-            _el("td", p["name"]),
-            _el("td", p["type"]),
-            _el("td", p["version"]),
-            _el("td", p["contract"]),
-            _el("td", _code(p["source"])),
-            _el("td", _image_links(p["images"], anchors)),
+            element("td", p["name"]),
+            element("td", p["type"]),
+            element("td", p["version"]),
+            element("td", p["contract"]),
+            element("td", code_text(p["source"])),
+            element("td", _image_links(p["images"], anchors)),
             id=f"provider-{n}",
         )
         for n, p in enumerate(document["providers"])
     ]
     headers = ["Provider", "Type", "Version", "Contract", "Source", "Images"]
-    return _table("providers-table", headers, rows)
+    return table_of("providers-table", headers, rows)
 
 
-def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
+def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> Markup:
     rows = []
     for n, c in enumerate(document["contents"]):
         digests = c.get("fileDigests", {})
-        files = _el(
+        files = element(
             "ul",
             *(
-                _el(
+                element(
                     "li",
-                    _code(f.rsplit("/", 1)[-1]),
+                    code_text(f.rsplit("/", 1)[-1]),
                     " ",
-                    _el("span", digests.get(f, ""), class_="digest"),
+                    element("span", digests.get(f, ""), class_="digest"),
                     title=f,
                 )
                 for f in c["files"]
@@ -333,22 +273,22 @@ def _contents(document: Mapping[str, Any], anchors: Mapping[str, int]) -> _Marku
             class_="files",
         )
         rows.append(
-            _el(
+            element(
                 "tr",
-                _el("td", c["kind"]),
-                _el("td", c["name"]),
-                _el("td", c["version"]),
-                _el("td", _code(c["source"])),
-                _el("td", files),
-                _el("td", _image_links(c["images"], anchors)),
+                element("td", c["kind"]),
+                element("td", c["name"]),
+                element("td", c["version"]),
+                element("td", code_text(c["source"])),
+                element("td", files),
+                element("td", _image_links(c["images"], anchors)),
                 id=f"content-{n}",
             )
         )
     headers = ["Kind", "Name", "Version", "Source", "Files", "Images"]
-    return _table("contents-table", headers, rows)
+    return table_of("contents-table", headers, rows)
 
 
-def _render_items(content: Mapping[str, Any]) -> list[_Markup]:
+def _render_items(content: Mapping[str, Any]) -> list[Markup]:
     """A chart's values and render settings, as signed: their digest, and what Helm
     was told the release and the cluster are."""
     render = content.get("render")
@@ -364,10 +304,10 @@ def _render_items(content: Mapping[str, Any]) -> list[_Markup]:
         if isinstance(render.get(key), str)
     )
     return [
-        _el(
+        element(
             "li",
             "values ",
-            _el("span", str(content.get("valuesDigest", "")), class_="digest"),
+            element("span", str(content.get("valuesDigest", "")), class_="digest"),
             f" ({settings})" if settings else "",
             class_="values",
         )
@@ -395,24 +335,26 @@ def _signature_checks(document: Mapping[str, Any]) -> tuple[dict[str, str], dict
 
 def _attached_cell(
     image: Mapping[str, Any], signed: dict[str, str], refused: dict[str, str]
-) -> _Markup:
+) -> Markup:
     kinds: dict[str, int] = {}
     for artifact in image.get("attached", []):
         kinds[artifact["kind"]] = kinds.get(artifact["kind"], 0) + 1
     carried = ", ".join(plural(count, kind) for kind, count in sorted(kinds.items())) or "none"
     reference = image["reference"]
     if reference in signed:
-        state = _el("span", "signature verified", class_="tag good", title=signed[reference])
+        state = element("span", "signature verified", class_="tag good", title=signed[reference])
     elif reference in refused:
-        state = _el("span", "signature NOT verified", class_="tag bad", title=refused[reference])
+        state = element(
+            "span", "signature NOT verified", class_="tag bad", title=refused[reference]
+        )
     elif kinds.get("signature"):
-        state = _el("span", "signature not checked", class_="tag")
+        state = element("span", "signature not checked", class_="tag")
     else:
-        state = _Markup("")
-    return _el("td", carried, " ", state)
+        state = Markup("")
+    return element("td", carried, " ", state)
 
 
-def _images(document: Mapping[str, Any]) -> _Markup:
+def _images(document: Mapping[str, Any]) -> Markup:
     named_by: dict[str, list[tuple[str, str]]] = {}
     for n, p in enumerate(document["providers"]):
         for reference in p["images"]:
@@ -422,23 +364,23 @@ def _images(document: Mapping[str, Any]) -> _Markup:
             named_by.setdefault(reference, []).append((f"content-{n}", c["name"]))
     signed, refused = _signature_checks(document)
     rows = [
-        _el(
+        element(
             "tr",
-            _el("td", _el("a", i["reference"], href=f"#image-{n}", class_="mono")),
-            _el("td", _code(i["digest"])),
-            _el("td", ", ".join(i["platforms"]) or "-"),
-            _size(i["size"]),
+            element("td", element("a", i["reference"], href=f"#image-{n}", class_="mono")),
+            element("td", code_text(i["digest"])),
+            element("td", ", ".join(i["platforms"]) or "-"),
+            size_text(i["size"]),
             _attached_cell(i, signed, refused),
-            _el("td", _links(named_by.get(i["reference"], [])) or "-"),
+            element("td", link_list(named_by.get(i["reference"], [])) or "-"),
             id=f"image-{n}",
         )
         for n, i in enumerate(document["images"])
     ]
     headers = ["Image", "Digest", "Platforms", "Size", "Signatures and attestations", "Named by"]
-    return _table("images-table", headers, rows, filter_label="Filter images")
+    return table_of("images-table", headers, rows, filter_label="Filter images")
 
 
-def _counts(document: Mapping[str, Any]) -> _Markup:
+def _counts(document: Mapping[str, Any]) -> Markup:
     attached = [a["kind"] for i in document["images"] for a in i.get("attached", [])]
     counts = [
         ("providers", "Providers", len(document["providers"])),
@@ -449,196 +391,65 @@ def _counts(document: Mapping[str, Any]) -> _Markup:
         ("failures", "Failures", len(document["failures"])),
         ("warnings", "Warnings", len(document["warnings"])),
     ]
-    return _el(
+    return element(
         "div",
-        *(_el("div", _el("b", count, id=f"count-{key}"), label) for key, label, count in counts),
+        *(
+            element("div", element("b", count, id=f"count-{key}"), label)
+            for key, label, count in counts
+        ),
         class_="counts",
     )
 
 
-def _failures(document: Mapping[str, Any]) -> _Markup:
+def _failures(document: Mapping[str, Any]) -> Markup:
     items = [
-        _el("li", _el("strong", f["kind"]), ": ", _code(f["subject"]), ": ", f["message"])
+        element(
+            "li", element("strong", f["kind"]), ": ", code_text(f["subject"]), ": ", f["message"]
+        )
         for f in document["failures"]
     ]
-    return _el("ul", *items, class_="failures", id="failures-list")
+    return element("ul", *items, class_="failures", id="failures-list")
 
 
-def _policy(document: Mapping[str, Any]) -> _Markup:
+def _policy(document: Mapping[str, Any]) -> Markup:
     rows = []
     for r in document["policy"]:
         result = (
-            _el("span", "pass", class_="tag good")
+            element("span", "pass", class_="tag good")
             if r["passed"]
-            else _el("span", "FAIL", class_="tag bad")
+            else element("span", "FAIL", class_="tag bad")
         )
         notes = [r["message"]] if r["message"] else []
         notes += r["offending"] + r.get("details", [])
         notes += [f"near-miss: {r['nearMiss']}"] if r.get("nearMiss") else []
         rows.append(
-            _el(
+            element(
                 "tr",
-                _el("td", _code(r["rule"])),
-                _el("td", result),
-                _el("td", _el("ul", *(_el("li", note) for note in notes)) if notes else "-"),
+                element("td", code_text(r["rule"])),
+                element("td", result),
+                element(
+                    "td", element("ul", *(element("li", note) for note in notes)) if notes else "-"
+                ),
                 data_passed=str(r["passed"]).lower(),
             )
         )
-    return _table("policy-table", ["Rule", "Result", "Details"], rows)
+    return table_of("policy-table", ["Rule", "Result", "Details"], rows)
 
 
-def _warnings(document: Mapping[str, Any]) -> _Markup:
+def _warnings(document: Mapping[str, Any]) -> Markup:
     rows = [
-        _el("tr", _el("td", w["kind"]), _el("td", _code(w["subject"])), _el("td", w["message"]))
+        element(
+            "tr",
+            element("td", w["kind"]),
+            element("td", code_text(w["subject"])),
+            element("td", w["message"]),
+        )
         for w in document["warnings"]
     ]
-    return _table("warnings-table", ["Warning", "About", "Details"], rows)
+    return table_of("warnings-table", ["Warning", "About", "Details"], rows)
 
 
 # --- the change against --base ----------------------------------------------------------------
-
-_SIGNS = {"added": "+ added", "removed": "- removed", "upgraded": "^ upgraded"}
-
-
-def _version_rows(changes: Iterable[Mapping[str, Any]]) -> list[_Markup]:
-    def version(side: Mapping[str, str] | None) -> str:
-        if side is None:
-            return "-"
-        contract = f" ({side['contract']})" if side.get("contract") else ""
-        return f"{side['version']}{contract}"
-
-    return [
-        _el(
-            "tr",
-            _el("td", _SIGNS.get(c["change"], c["change"])),
-            _el("td", c["kind"]),
-            _el("td", c["name"]),
-            _el("td", version(c["old"])),
-            _el("td", version(c["new"])),
-            data_change=c["change"],
-        )
-        for c in changes
-    ]
-
-
-def _image_change_rows(change: Mapping[str, Any], anchors: Mapping[str, int]) -> list[_Markup]:
-    rows = []
-    for c in change["images"]:
-        reference = c["reference"]
-        name: object = reference
-        if reference in anchors and c["change"] != "removed":
-            name = _el("a", reference, href=f"#image-{anchors[reference]}")
-        replaces = f" (replaces {', '.join(c['replaces'])})" if c.get("replaces") else ""
-        rows.append(
-            _el(
-                "tr",
-                _el("td", _SIGNS.get(c["change"], c["change"])),
-                _el("td", name, replaces, class_="mono"),
-                _el("td", _code(c["oldDigest"] or "-")),
-                _el("td", _code(c["newDigest"] or "-")),
-                data_change=c["change"],
-            )
-        )
-    return rows
-
-
-def _change(change: Mapping[str, Any], anchors: Mapping[str, int]) -> _Markup:
-    images = change["images"]
-    tally = {
-        kind: sum(1 for c in images if c["change"] == kind)
-        for kind in ("added", "removed", "changed")
-    }
-    blobs = change["blobs"]
-    summary = _el(
-        "p",
-        f"Images: {tally['added']} added, {tally['removed']} removed, {tally['changed']} at "
-        f"another digest, {change['unchangedImages']} unchanged. New bytes: ",
-        _el("strong", human_size(blobs["newBytes"]), id="new-bytes", data_bytes=blobs["newBytes"]),
-        f" in {plural(blobs['new'], 'blob')} the base lacks "
-        f"({human_size(blobs['newCarriedBytes'])} carried, "
-        f"{human_size(blobs['newReliedBytes'])} relied on); "
-        f"{plural(blobs['removed'], 'blob')} only in the base, {blobs['common']} in both.",
-        " " + change["relation"] + "." if change.get("relation") else "",
-        id="change-summary",
-    )
-    version_headers = ["Change", "Kind", "Name", "Base", "This bundle"]
-    return _join(
-        [
-            summary,
-            _el("h3", "Providers"),
-            _table("change-providers", version_headers, _version_rows(change["providers"]))
-            if change["providers"]
-            else _el("p", "Providers: unchanged."),
-            _el("h3", "Content sets and charts"),
-            _table("change-contents", version_headers, _version_rows(change["contents"]))
-            if change["contents"]
-            else _el("p", "Content sets: unchanged."),
-            _el("h3", "Images"),
-            _table(
-                "change-images",
-                ["Change", "Image", "Base digest", "This bundle's digest"],
-                _image_change_rows(change, anchors),
-            )
-            if images
-            else _el("p", "Images: unchanged."),
-            _el("h3", "Bytes per kind, base beside this bundle"),
-            _bar_chart(change["bytesByKind"]["old"], change["bytesByKind"]["new"]),
-        ]
-    )
-
-
-def _bar_chart(old: Mapping[str, int], new: Mapping[str, int]) -> _Markup:
-    """Horizontal bars, two per kind (base grey, this bundle blue), labelled with sizes."""
-    kinds = sorted(old.keys() | new.keys(), key=lambda k: (-max(old.get(k, 0), new.get(k, 0)), k))
-    top = max([*old.values(), *new.values(), 1])
-    label_width, bar_width, row = 120, 420, 40
-    height = row * len(kinds) + 30
-    shapes: list[_Markup] = []
-    for n, kind in enumerate(kinds):
-        y = 24 + n * row
-        shapes.append(_el("text", kind, x=0, y=y + 13))
-        for offset, sizes, colour, side in (
-            (0, old, "var(--old)", "base"),
-            (16, new, "var(--new)", "this bundle"),
-        ):
-            size = sizes.get(kind, 0)
-            width = max(round(bar_width * size / top), 1 if size else 0)
-            shapes.append(
-                _el(
-                    "rect",
-                    _el("title", f"{kind}, {side}: {human_size(size)} ({size} bytes)"),
-                    x=label_width,
-                    y=y + offset,
-                    width=width,
-                    height=14,
-                    fill=colour,
-                    data_kind=kind,
-                    data_side=side,
-                    data_bytes=size,
-                )
-            )
-            shapes.append(
-                _el("text", human_size(size), x=label_width + width + 6, y=y + offset + 11)
-            )
-    legend = _join(
-        [
-            _el("rect", x=label_width, y=2, width=12, height=12, fill="var(--old)"),
-            _el("text", "base", x=label_width + 16, y=12),
-            _el("rect", x=label_width + 70, y=2, width=12, height=12, fill="var(--new)"),
-            _el("text", "this bundle", x=label_width + 86, y=12),
-        ]
-    )
-    return _el(
-        "svg",
-        _el("title", "Bytes per content kind, base beside this bundle"),
-        legend,
-        *shapes,
-        xmlns="http://www.w3.org/2000/svg",
-        width=label_width + bar_width + 90,
-        height=height,
-        role="img",
-        id="bytes-chart",
-    )
 
 
 # --- the page -------------------------------------------------------------------------------------
@@ -648,7 +459,7 @@ def render(document: Mapping[str, Any], *, generated: str, tool: str) -> str:
     """The review page of one ``verify --format json`` document (``Report.to_json``);
     ``generated`` (a timestamp) and ``tool`` (airgap's version) say when and by what."""
     anchors = _anchors(document)
-    sections: list[tuple[str, str, _Markup]] = []
+    sections: list[tuple[str, str, Markup]] = []
     if document["failures"]:
         sections.append(("failures", "Failures", _failures(document)))
     sections.append(("providers", "Providers", _providers(document, anchors)))
@@ -658,38 +469,45 @@ def render(document: Mapping[str, Any], *, generated: str, tool: str) -> str:
         sections.append(("policy", "Policy", _policy(document)))
     if document.get("change") is not None:
         sections.append(
-            ("change", "Change against the base bundle", _change(document["change"], anchors))
+            (
+                "change",
+                "Change against the base bundle",
+                change_section(document["change"], anchors),
+            )
         )
     sections.append(("warnings", "Warnings", _warnings(document)))
-    toc = _el(
+    toc = element(
         "nav",
-        _el("h2", "Contents of this report"),
-        _el("ol", *(_el("li", _el("a", title, href=f"#{key}")) for key, title, _ in sections)),
+        element("h2", "Contents of this report"),
+        element(
+            "ol",
+            *(element("li", element("a", title, href=f"#{key}")) for key, title, _ in sections),
+        ),
         class_="toc",
     )
-    body = _join(
+    body = joined(
         [
             _verdict(document, generated, tool),
             toc,
             _counts(document),
             *(
-                _el("section", _el("h2", title), content, id=key, class_="part")
+                element("section", element("h2", title), content, id=key, class_="part")
                 for key, title, content in sections
             ),
-            _el("footer", _provenance_note(document)),
+            element("footer", _provenance_note(document)),
         ]
     )
     verdict = _HEADINGS[_state(document)][0]
-    head = _join(
+    head = joined(
         [
-            _Markup('<meta charset="utf-8">'),
-            _void("meta", http_equiv="Content-Security-Policy", content=CSP),
-            _Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
-            _el("title", f"airgap review: {verdict}: {document['bundle']}"),
-            _el("style", _Markup(STYLE)),
+            Markup('<meta charset="utf-8">'),
+            void_element("meta", http_equiv="Content-Security-Policy", content=CSP),
+            Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
+            element("title", f"airgap review: {verdict}: {document['bundle']}"),
+            element("style", Markup(STYLE)),
         ]
     )
-    script = _el("script", _Markup(SCRIPT))
+    script = element("script", Markup(SCRIPT))
     page = f"<head>{head}</head>\n<body>{body}{script}</body>"
     return f'<!DOCTYPE html>\n<html lang="en">\n{page}\n</html>\n'
 
