@@ -38,12 +38,12 @@ from airgap import __version__  # noqa: E402
 from airgap.bundle.diff import Side, diff  # noqa: E402
 from airgap.bundle.format import (  # noqa: E402
     ArtifactRecord,
-    BundleManifest,
     ContentRecord,
     FileRecord,
     ImageRecord,
     ProviderRecord,
 )
+from airgap.bundle.manifest import BundleManifest  # noqa: E402
 from airgap.verify.report import inventory_json  # noqa: E402
 from airgap.verify.review import render  # noqa: E402
 from tests.harness import browser  # noqa: E402

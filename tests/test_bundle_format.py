@@ -11,7 +11,6 @@ from airgap.bundle.format import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
     ArtifactRecord,
-    BundleManifest,
     ContentRecord,
     DeltaRecord,
     FileRecord,
@@ -21,6 +20,7 @@ from airgap.bundle.format import (
     ProviderRecord,
     TrustRecord,
 )
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from airgap.bundle.writer import PlannedMember, RegionWriter, TarPlan
 from airgap.core.errors import BundleError

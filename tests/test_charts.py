@@ -27,7 +27,7 @@ import oras.provider
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.chart import read_chart
 from airgap.content.constraints import best, satisfies
 from airgap.content.helm import HELM_CHART, HELM_CONFIG, HELM_PROVENANCE, index_entries

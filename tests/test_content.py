@@ -22,7 +22,8 @@ import httpx
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.bundle.format import ContentRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.chart import read_chart
 from airgap.content.chartrender import RenderSettings, chart_images
 from airgap.content.chartvalues import values_images, values_overrides

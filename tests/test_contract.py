@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.providers.contract import (
     ContractMember,
     compatible_contracts,

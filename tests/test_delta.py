@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from tests.harness import skopeo, tamper
 from tests.harness.cli import assert_clean_failure, collect_args, run_airgap

@@ -27,13 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airgap.bundle.format import (
-    MANIFEST_NAME,
-    SIGNATURE_NAME,
-    BundleManifest,
-    ImageRecord,
-    blob_member,
-)
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, ImageRecord, blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.signing import load_private_key, sign
 from airgap.core.limits import MAX_EXTENDED_HEADER_BYTES, MAX_MANIFEST_BYTES
 from tests.harness import tamper

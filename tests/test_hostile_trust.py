@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.core import fsutil
 from airgap.core.errors import AirgapError, DigestMismatchError
 from airgap.core.fsutil import OutputSymlink, SecretBytes, UnsafeOutputPath

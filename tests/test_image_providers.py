@@ -852,7 +852,7 @@ def test_a_bundle_written_before_profiles_were_carried_apart_verifies_and_import
     the same bundle missing a profile file it lists fails verify naming it."""
     from dataclasses import replace
 
-    from airgap.bundle.format import BundleManifest
+    from airgap.bundle.manifest import BundleManifest
     from tests.harness.tamper import resign
 
     image = two_profile_image

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from airgap import __version__
-from airgap.bundle.format import BundleManifest, FileRecord
+from airgap.bundle.format import FileRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from airgap.installer import targets
 from airgap.installer.build import _install_script

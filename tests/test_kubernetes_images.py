@@ -19,7 +19,7 @@ import httpx
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import ContentKind, ContentSpec
 from airgap.content.kubeadm import (
     BUILTIN,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.bundle.format import ContentRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.mirror.nodeclosure import node_references, node_targets
 from airgap.mirror.workload import image_repository, image_repository_files
 from airgap.rewrite.mapping import Target, map_images

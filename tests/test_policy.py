@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.signing import fingerprint, load_public_key
 from airgap.oci.reference import parse_reference
 from airgap.verify.policy import Policy, evaluate, load_policy

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.oci.manifest import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.components import find_images

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.bundle.format import ContentRecord
+from airgap.bundle.manifest import BundleManifest
 from tests.harness import browser, tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles

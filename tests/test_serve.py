@@ -31,7 +31,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from airgap.bundle.format import BundleManifest, ImageRecord
+from airgap.bundle.format import ImageRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.parts import (
     PartRecord,
     PartsList,

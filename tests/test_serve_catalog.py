@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from airgap.bundle.format import BundleManifest, ImageRecord, blob_member
+from airgap.bundle.format import ImageRecord, blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import InputError
 from airgap.oci.manifest import OCI_INDEX, OCI_MANIFEST
 from airgap.serve.catalog import AmbiguousName, build_catalog

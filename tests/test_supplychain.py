@@ -29,7 +29,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from airgap.supplychain.cosign import Identity, NamedKey, Rejected, Trust, keyless_signer
 from airgap.supplychain.sigstore import verify_bundle

@@ -19,13 +19,8 @@ from typing import Any
 
 import pytest
 
-from airgap.bundle.format import (
-    MANIFEST_NAME,
-    SIGNATURE_NAME,
-    BundleManifest,
-    ProviderRecord,
-    blob_member,
-)
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, ProviderRecord, blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.signing import fingerprint, load_public_key
 from tests.harness import skopeo, tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
@@ -1017,7 +1012,8 @@ def test_index_json_read_compactly_gives_the_full_parse_findings(
     """The layout check reads index.json's entries as compact tuples while it is what
     collect writes (issue 12, scale RSS); any index.json gives the very findings the full
     parse gives, whether the compact read takes it or leaves it to the full parse."""
-    from airgap.bundle.format import BundleManifest, ImageRecord
+    from airgap.bundle.format import ImageRecord
+    from airgap.bundle.manifest import BundleManifest
     from airgap.oci.layout import index_json
     from airgap.oci.manifest import OCI_MANIFEST, Descriptor
     from airgap.verify import layoutcheck as content

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.mirror.nodeconfig import CONTAINERD_DIR
 from airgap.mirror.workload import (
     COMPONENT_DIR,

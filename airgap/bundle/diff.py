@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airgap.bundle.format import IMAGES_DIR, BundleManifest
+from airgap.bundle.format import IMAGES_DIR
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import InputError
 from airgap.core.textfmt import TABLE_WIDTH, human_size, plural, printable, short_digest, table
 from airgap.oci.reference import parse_reference

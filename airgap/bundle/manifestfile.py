@@ -17,7 +17,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.bundle.format import SIGNATURE_NAME, BundleManifest
+from airgap.bundle.format import SIGNATURE_NAME
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from airgap.bundle.signing import verify
 from airgap.core.errors import BundleError, SignatureError

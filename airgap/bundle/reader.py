@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import TarReader, TarTruncated
 from airgap.core.errors import BundleError

@@ -25,10 +25,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from airgap import __version__
 from airgap.bundle.created import created_timestamp, source_date_epoch
-from airgap.bundle.format import (
-    IMAGES_DIR,
-    BundleManifest,
-)
+from airgap.bundle.format import IMAGES_DIR
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.signing import load_private_key, sign
 from airgap.bundle.writer import (
     PlannedMember,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airgap.bundle.format import BundleManifest, TrustRecord, blob_member
+from airgap.bundle.format import TrustRecord, blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.collect.images import ResolvedImage
 from airgap.core.errors import AirgapError
 from airgap.verify.artifacts import TRUST_FILES

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import AirgapError, InputError
 from airgap.core.parallel import run_parallel
 from airgap.core.textfmt import plural, table

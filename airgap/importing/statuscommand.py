@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import AirgapError, InputError
 from airgap.core.fsutil import write_atomic
 from airgap.core.inputfile import read_small

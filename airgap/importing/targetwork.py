@@ -8,7 +8,7 @@ from collections.abc import Mapping as AnyMapping
 from functools import partial
 from typing import TYPE_CHECKING
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import ContentKind
 from airgap.core import phases
 from airgap.core.parallel import Ahead, run_parallel

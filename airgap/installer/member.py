@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from airgap.bundle.format import INSTALLER_DIR, BundleManifest, FileRecord
+from airgap.bundle.format import INSTALLER_DIR, FileRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import InputError
 from airgap.core.names import shown, version_problem
 

@@ -28,7 +28,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from airgap.bundle.format import ArtifactRecord, BundleManifest
+from airgap.bundle.format import ArtifactRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import AirgapError
 from airgap.mirror.push import ImageTree, PushStats, load_tree
 from airgap.oci.manifest import OCI_INDEX, Manifest

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import ContentKind, is_template_file
 from airgap.content.templateimages import template_images
 from airgap.core.errors import InputError

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 
-from airgap.bundle.format import BundleManifest, NeedRecord
+from airgap.bundle.format import NeedRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.parallel import run_parallel
 from airgap.core.textfmt import short_digest
 from airgap.mirror.blobindex import BlobIndex

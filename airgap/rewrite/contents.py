@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airgap.bundle.format import BundleManifest, ContentRecord
+from airgap.bundle.format import ContentRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import PROVENANCE_SUFFIX, ContentKind, is_chart, is_manifest
 from airgap.core import phases
 from airgap.core.errors import AirgapError, InputError, utf8_text

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airgap.bundle.format import BundleManifest, ProviderRecord
+from airgap.bundle.format import ProviderRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.core import phases
 from airgap.core.errors import AirgapError, InputError, utf8_text
 from airgap.rewrite.mapping import Mapping

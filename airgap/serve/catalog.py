@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airgap.bundle.format import BundleManifest, blob_member
+from airgap.bundle.format import blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.oci.manifest import OCI_INDEX, Manifest
 from airgap.oci.reference import Reference, parse_reference
 from airgap.rewrite.mapping import host_path_element

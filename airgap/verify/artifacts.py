@@ -14,14 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from airgap.bundle.format import (
-    TRUST_DIR,
-    ArtifactRecord,
-    BundleManifest,
-    ImageRecord,
-    TrustRecord,
-    blob_member,
-)
+from airgap.bundle.format import TRUST_DIR, ArtifactRecord, ImageRecord, TrustRecord, blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import AirgapError
 from airgap.core.limits import MAX_MANIFEST_BYTES, MAX_TRUST_FILE_BYTES
 from airgap.core.names import digest_problem, shown

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.parts import parts_list_path, parts_signature_path
 from airgap.bundle.signing import fingerprint
 from airgap.bundle.signing import verify as verify_signature

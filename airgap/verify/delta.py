@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from airgap.bundle.format import IMAGES_DIR, BundleManifest, NeedRecord
+from airgap.bundle.format import IMAGES_DIR, NeedRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.names import digest_problem, shown
 from airgap.verify.findings import Failure
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from airgap.bundle.format import INSTALLER_DIR, BundleManifest
+from airgap.bundle.format import INSTALLER_DIR
+from airgap.bundle.manifest import BundleManifest
 from airgap.installer.member import installer_name_problem, installer_records
 from airgap.verify.findings import Failure
 

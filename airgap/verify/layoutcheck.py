@@ -16,12 +16,12 @@ from typing import Any
 from airgap.bundle.format import (
     IMAGES_DIR,
     PROVIDERS_DIR,
-    BundleManifest,
     FileIndex,
     ImageRecord,
     ProviderRecord,
     blob_member,
 )
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import AirgapError, InputError
 from airgap.core.limits import MAX_MANIFEST_BYTES, MAX_METADATA_BYTES
 from airgap.core.names import digest_problem, shown

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import ContentKind, parse_kind
 from airgap.core.errors import InputError, SpecError
 from airgap.core.inputfile import read_small

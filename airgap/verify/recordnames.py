@@ -12,13 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from airgap.bundle.format import (
-    PROVIDERS_DIR,
-    BundleManifest,
-    ContentRecord,
-    ImageRecord,
-    ProviderRecord,
-)
+from airgap.bundle.format import PROVIDERS_DIR, ContentRecord, ImageRecord, ProviderRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import ContentKind, name_problem, parse_kind
 from airgap.core.errors import InputError
 from airgap.core.names import (

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping
 
-from airgap.bundle.format import BundleManifest, ContentRecord, FileIndex, FileRecord
+from airgap.bundle.format import ContentRecord, FileIndex, FileRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.content.kinds import (
     CHART_SUFFIX,
     PROVENANCE_SUFFIX,

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airgap.bundle.format import BundleManifest, ImageRecord, ProviderImageRecord
+from airgap.bundle.format import ImageRecord, ProviderImageRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.textfmt import TABLE_WIDTH, human_size, plural, short_digest, table
 from airgap.verify.bundle import VerifiedBundle
 from airgap.verify.findings import Failure

@@ -16,7 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from airgap import __version__
-from airgap.bundle.format import BundleManifest, FileRecord, ImageRecord
+from airgap.bundle.format import FileRecord, ImageRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.oci.reference import parse_reference
 
 

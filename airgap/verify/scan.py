@@ -21,13 +21,8 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from airgap.bundle.format import (
-    IMAGES_DIR,
-    MANIFEST_NAME,
-    SIGNATURE_NAME,
-    BundleManifest,
-    member_key,
-)
+from airgap.bundle.format import IMAGES_DIR, MANIFEST_NAME, SIGNATURE_NAME, member_key
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.source import BundleSource, open_source
 from airgap.bundle.tarread import TarEntry, TarReader, TarTruncated
 from airgap.core.errors import BundleError

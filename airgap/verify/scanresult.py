@@ -10,11 +10,8 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airgap.bundle.format import (
-    BundleManifest,
-    FileRecord,
-    member_key,
-)
+from airgap.bundle.format import FileRecord, member_key
+from airgap.bundle.manifest import BundleManifest
 from airgap.verify.findings import Failure
 
 

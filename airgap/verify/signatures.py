@@ -21,7 +21,8 @@ from functools import partial
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from airgap.bundle.format import ArtifactRecord, BundleManifest, ImageRecord, blob_member
+from airgap.bundle.format import ArtifactRecord, ImageRecord, blob_member
+from airgap.bundle.manifest import BundleManifest
 from airgap.core.errors import AirgapError
 from airgap.core.limits import MAX_MANIFEST_BYTES, MAX_SIGNATURE_PAYLOAD_BYTES, MAX_TRUST_FILE_BYTES
 from airgap.oci.manifest import Manifest

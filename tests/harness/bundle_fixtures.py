@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from tests.harness.capi import ProviderSet, publish_capi, write_spec
 from tests.harness.cli import run_airgap

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airgap.bundle.format import BundleManifest
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.reader import read_head
 from airgap.providers.types import ProviderType
 from tests.harness.bundle_fixtures import SigningKey

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, BundleManifest, FileRecord
+from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME, FileRecord
+from airgap.bundle.manifest import BundleManifest
 from airgap.bundle.signing import generate_keypair, load_private_key, sign
 
 BLOCK = tarfile.BLOCKSIZE
