@@ -32,7 +32,8 @@ from airgap.content.helmengine import install_values
 from airgap.content.kinds import ContentKind, ContentSpec, operator_chart_file
 from airgap.core.errors import InputError, NotFoundError
 from airgap.oci.reference import Reference, parse_reference
-from airgap.sources.releases import index_page_files, source_for
+from airgap.sources.directory import index_page_files
+from airgap.sources.forurl import source_for
 from tests.harness import tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.management import (

@@ -37,7 +37,7 @@ from airgap.oci.manifest import Manifest
 from airgap.providers.types import ProviderType
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
-from airgap.sources.releases import source_for
+from airgap.sources.forurl import source_for
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap

@@ -11,12 +11,9 @@ import pytest
 
 from airgap.core.errors import AirgapError, HTTPStatusError, InputError, NetworkError, NotFoundError
 from airgap.net.httpclient import build_client, ssl_context
-from airgap.sources.releases import (
-    GitHubSource,
-    HTTPDirectorySource,
-    LocalRepositorySource,
-    source_for,
-)
+from airgap.sources.directory import HTTPDirectorySource, LocalRepositorySource
+from airgap.sources.forurl import source_for
+from airgap.sources.github import GitHubSource
 from tests.harness.pki import Pki
 from tests.harness.releases import ReleaseServer
 

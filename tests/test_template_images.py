@@ -11,7 +11,7 @@ import httpx
 from airgap.content.fetch import ContentRequest, fetch_content
 from airgap.content.kinds import ContentKind
 from airgap.content.templateimages import for_version, template_images
-from airgap.sources.releases import source_for
+from airgap.sources.forurl import source_for
 from tests.harness.releases import ReleaseServer
 
 FLAVOR = """apiVersion: infrastructure.cluster.x-k8s.io/v1beta1

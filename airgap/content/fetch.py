@@ -32,7 +32,8 @@ from airgap.content.templateimages import template_images
 from airgap.core.errors import AirgapError, InputError, NotFoundError, utf8_text
 from airgap.core.limits import MAX_RELEASE_FILE_BYTES
 from airgap.providers.components import parse_components
-from airgap.sources.releases import ReleaseSource, source_for
+from airgap.sources.forurl import source_for
+from airgap.sources.releases import ReleaseSource
 from airgap.sources.urlfile import URLFileSource
 
 

@@ -21,7 +21,8 @@ from airgap.providers.metadata import METADATA_FILE, parse_metadata
 from airgap.providers.specs import ProviderImageInfo, ProviderSpec
 from airgap.providers.types import ProviderType
 from airgap.providers.wellknown import lookup, unknown_provider_message
-from airgap.sources.releases import LATEST, ReleaseSource, source_for
+from airgap.sources.forurl import source_for
+from airgap.sources.releases import LATEST, ReleaseSource
 
 PROVIDERS_DIR = "providers"
 
