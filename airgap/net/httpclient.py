@@ -18,10 +18,10 @@ import ssl
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import httpx
 
@@ -58,6 +58,9 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 RESPONSE_READ_BYTES = 256 * 1024
 CONNECT_TIMEOUT = 15.0
 INFLATE_STEP = 256 * 1024  # most bytes one decompression step may produce
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -546,20 +549,33 @@ def stream_get(
         response.close()
 
 
-def with_retries(
-    action: Callable[[], Any], *, policy: RetryPolicy = DEFAULT_RETRY, what: str = ""
-) -> Any:
-    """Repeat a whole streamed transfer when the connection drops mid-body."""
+def transfer(
+    opened: Callable[[], AbstractContextManager[R]],
+    consume: Callable[[R], T],
+    *,
+    policy: RetryPolicy = DEFAULT_RETRY,
+    what: str = "",
+) -> T:
+    """A streamed transfer, started again from the beginning when the connection drops
+    mid-body: the one place a whole transfer is retried.
+
+    ``opened`` sends the request (``send`` has already retried a connection that
+    failed and a retryable status: its errors are final here) and is closed after each
+    attempt; ``consume`` reads the body. A TLS failure, or a transport error that is not
+    transient, is not retried."""
     for attempt in range(policy.attempts):
-        try:
-            return action()
-        except (httpx.TransportError, NetworkError) as exc:
-            final = isinstance(exc, TLSError) or (
-                isinstance(exc, httpx.TransportError) and not is_transient(exc)
-            )
-            if final or attempt == policy.attempts - 1:
-                if isinstance(exc, httpx.TransportError):
-                    raise NetworkError(f"{what}: connection failed ({_short(str(exc))})") from None
-                raise
-            time.sleep(policy.delay(attempt))
+        with opened() as response:
+            try:
+                return consume(response)
+            except (httpx.TransportError, NetworkError) as exc:
+                final = isinstance(exc, TLSError) or (
+                    isinstance(exc, httpx.TransportError) and not is_transient(exc)
+                )
+                if final or attempt == policy.attempts - 1:
+                    if isinstance(exc, httpx.TransportError):
+                        raise NetworkError(
+                            f"{what}: connection failed ({_short(str(exc))})"
+                        ) from None
+                    raise
+        time.sleep(policy.delay(attempt))
     raise AssertionError("unreachable")

@@ -497,22 +497,22 @@ class Registry:
 
         views = getattr(sink, "takes_views", False) is True
 
-        def attempt() -> None:
+        def opened() -> contextlib.closing[httpx.Response]:
             sink.seek(0)
             sink.truncate()
+            response = self._send(
+                "GET",
+                f"{repository}/blobs/{digest}",
+                (repository_scope(repository, "pull"),),
+                what=what,
+                stream=True,
+            )
+            assert response is not None
+            return contextlib.closing(response)
+
+        def consume(response: httpx.Response) -> None:
             hasher = hashlib.sha256()
             received = 0
-            try:
-                response = self._send(
-                    "GET",
-                    f"{repository}/blobs/{digest}",
-                    (repository_scope(repository, "pull"),),
-                    what=what,
-                    stream=True,
-                )
-            except NetworkError as exc:  # httpclient.send already spent the policy's attempts
-                raise _Final(exc) from None
-            assert response is not None
 
             def take(chunk: bytes | memoryview) -> None:
                 nonlocal received
@@ -540,8 +540,6 @@ class Registry:
                 if on_bytes and received:
                     on_bytes(-received)  # progress: these bytes are fetched again
                 raise
-            finally:
-                response.close()
             actual = "sha256:" + hasher.hexdigest()
             if actual != digest or received != size:
                 raise DigestMismatchError(
@@ -549,14 +547,12 @@ class Registry:
                     f"digest {actual} and size {received} (expected size {size})"
                 )
 
-        try:
-            httpclient.with_retries(
-                attempt,
-                policy=self._policy,
-                what=f"{what}: registry {self.display_name}: blob {digest}",
-            )
-        except _Final as final:
-            raise final.error from None
+        httpclient.transfer(
+            opened,
+            consume,
+            policy=self._policy,
+            what=f"{what}: registry {self.display_name}: blob {digest}",
+        )
 
     def fetch_small_blob(self, repository: str, digest: str, size: int, *, what: str) -> bytes:
         """A small blob (an image config) into memory, digest-checked."""
@@ -862,14 +858,6 @@ def _next_link(header: str) -> str | None:
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     default = {"http": 80, "https": 443}.get(url.scheme)
     return url.scheme, url.host.lower(), url.port or default
-
-
-class _Final(Exception):
-    """Carries an error that ``httpclient.with_retries`` must not retry again."""
-
-    def __init__(self, error: AirgapError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def _limit(chunks: Iterable[bytes], length: int) -> Iterator[bytes]:

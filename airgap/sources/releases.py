@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 from urllib.parse import urlsplit
@@ -29,7 +28,7 @@ from airgap.net.httpclient import (
     iter_body,
     redact_url,
     stream_get,
-    with_retries,
+    transfer,
 )
 
 LATEST = "latest"
@@ -175,14 +174,6 @@ def _copy_from(reader: BinaryIO, size: int, chunk_size: int = 1 << 20) -> Iterab
         yield chunk
 
 
-class _Final(Exception):
-    """Carries an error that must not be retried again through ``with_retries``."""
-
-    def __init__(self, error: AirgapError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def download(
     client: httpx.Client,
     url: str,
@@ -197,27 +188,21 @@ def download(
     only a transfer that breaks mid-body is started again here.
     """
 
-    def attempt() -> None:
-        with ExitStack() as stack:
-            try:
-                response = stack.enter_context(stream_get(client, url, what=what, headers=headers))
-            except AirgapError as exc:
-                raise _Final(exc) from None
-            if response.is_redirect:  # a client built without follow_redirects
-                raise _Final(
-                    AirgapError(
-                        f"{what}: GET {redact_url(url)}: unexpected redirect "
-                        f"(HTTP {response.status_code}); the HTTP client must follow redirects"
-                    )
-                )
-            write_atomically(
-                dest, iter_body(response, MAX_RELEASE_FILE_BYTES, what=f"{what}: {dest.name}")
+    def consume(response: httpx.Response) -> None:
+        if response.is_redirect:  # a client built without follow_redirects
+            raise AirgapError(
+                f"{what}: GET {redact_url(url)}: unexpected redirect "
+                f"(HTTP {response.status_code}); the HTTP client must follow redirects"
             )
+        write_atomically(
+            dest, iter_body(response, MAX_RELEASE_FILE_BYTES, what=f"{what}: {dest.name}")
+        )
 
-    try:
-        with_retries(attempt, what=f"{what}: GET {redact_url(url)}")
-    except _Final as final:
-        raise final.error from None
+    transfer(
+        lambda: stream_get(client, url, what=what, headers=headers),
+        consume,
+        what=f"{what}: GET {redact_url(url)}",
+    )
 
 
 def write_atomically(dest: Path, chunks: Iterable[bytes]) -> None:
