@@ -168,6 +168,9 @@ class BoundedComposer(Composer):
     max_alias_nodes = MAX_COMPONENTS_ALIAS_NODES
     max_built_nodes = MAX_COMPONENTS_BUILT_NODES
     max_total_nodes: int | None = None  # composed plus what aliases stand for
+    # whether a scalar counts as a level of nesting (components' bound) or only
+    # collections do (small documents' bound, as their readers have always counted)
+    scalars_nest = True
     skip_kinds: frozenset[str] | None = None
     keep_keys: frozenset[str] = frozenset()  # of a skipped root: composed all the same
 
@@ -322,7 +325,9 @@ class BoundedComposer(Composer):
                 event.start_mark,
             )
         self._depth += 1
-        if self._depth > self.max_depth:
+        if self._depth > self.max_depth and (
+            self.scalars_nest or not isinstance(event, ScalarEvent)
+        ):
             raise DepthExceeded(None, None, too_deep_problem(self.max_depth), event.start_mark)
         start = self._total
         self._total += 1

@@ -159,6 +159,7 @@ def _bounded_node(
         raise YAMLBoundsError(f"{where}: larger than the {describe_size(max_bytes)} limit")
     loader = composer(text)
     loader.max_depth = max_depth
+    loader.scalars_nest = False
     loader.max_total_nodes = loader.max_alias_nodes = loader.max_built_nodes = max_nodes
     try:
         node: yaml.Node | None = loader.get_single_node()

@@ -29,7 +29,6 @@ import select
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 
 import httpx
@@ -37,7 +36,7 @@ import httpx
 from airgap.core.fsutil import FileAt
 from airgap.core.limits import MAX_LENGTH_DIGITS
 from airgap.net.filebody import FileBody
-from airgap.net.pacing import Pacing, ProgressWindow
+from airgap.net.pacing import PaceExceeded, Pacing, ProgressWindow, read_arrived, run_paced
 
 READ_BYTES = 1 << 20  # asked of the socket per body read
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response
@@ -380,20 +379,9 @@ class _Connection:
         return count
 
     def _more_records_into(self, view: memoryview) -> int:
-        """Over TLS a ``recv`` returns one record (16 KiB) however much is asked: fill
-        ``view`` with the records that have already arrived too, without waiting; how
-        many bytes it took. A condition met here (end of stream, an error) is left for
-        the next read to meet again."""
-        total = 0
+        """The TLS records that have already arrived, into ``view`` (``read_arrived``)."""
         self._set_timeout(0.0)
-        try:
-            while total < len(view):
-                more = self._sock.recv_into(view[total:])
-                if not more:
-                    break
-                total += more
-        except OSError:  # SSLWantReadError: nothing more yet
-            pass
+        total = read_arrived(self._sock, view)  # type: ignore[arg-type]  # an SSLSocket
         if total:
             self._window.account(total, 0.0)
         return total
@@ -415,28 +403,25 @@ class _Connection:
 
     def _paced(self, direction: str, operation: Callable[[], int], request: httpx.Request) -> int:
         """One socket operation (returning the bytes it moved) held to the idle timeout
-        and the progress deadline of its direction; failures as httpx's exceptions.
-        The bytes moved."""
+        and the progress deadline of its direction (``run_paced``); failures as httpx's
+        exceptions. The bytes moved."""
         timeout_error: type[httpx.TimeoutException] = httpx.ReadTimeout
         failure: type[httpx.NetworkError] = httpx.ReadError
         if direction == "write":
             timeout_error, failure = httpx.WriteTimeout, httpx.WriteError
-        self._window.turn(direction)
-        budget = self._window.budget()
-        self._set_timeout(budget)
-        started = time.monotonic()
+
+        def timed(budget: float) -> int:
+            self._set_timeout(budget)
+            return operation()
+
         try:
-            moved = operation()
-        except TimeoutError:
+            return run_paced(self._window, direction, timed, (TimeoutError,))
+        except PaceExceeded as exc:
             self.reusable = False
-            raise timeout_error(self._window.timeout_message(budget), request=request) from None
+            raise timeout_error(str(exc), request=request) from None
         except OSError as exc:
             self.reusable = False
             raise failure(str(exc) or type(exc).__name__, request=request) from exc
-        if self._window.account(moved, time.monotonic() - started):
-            self.reusable = False
-            raise timeout_error(self._window.stall_message(), request=request)
-        return moved
 
     def _more_records(self, data: bytes, limit: int) -> bytes:
         """``data`` and, over TLS, the records that have already arrived after it, up to

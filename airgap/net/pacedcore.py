@@ -9,13 +9,12 @@ re-import never loads httpcore.
 from __future__ import annotations
 
 import ssl
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import httpcore
 
-from airgap.net.pacing import Pacing, ProgressWindow
+from airgap.net.pacing import PaceExceeded, Pacing, ProgressWindow, read_arrived, run_paced
 
 
 class PacedStream(httpcore.NetworkStream):
@@ -30,58 +29,50 @@ class PacedStream(httpcore.NetworkStream):
         self._tls = sock if isinstance(sock, ssl.SSLSocket) else None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._window.turn("read")
-        budget = self._window.budget()
-        started = time.monotonic()
+        received = [b""]
+
+        def receive(budget: float) -> int:
+            received[0] = self._inner.read(max_bytes, self._wait(timeout, budget))
+            return len(received[0])
+
         try:
-            data = self._inner.read(max_bytes, self._wait(timeout, budget))
-        except httpcore.ReadTimeout:
-            raise httpcore.ReadTimeout(self._window.timeout_message(budget)) from None
-        if self._window.account(len(data), time.monotonic() - started):
-            raise httpcore.ReadTimeout(self._window.stall_message())
+            run_paced(self._window, "read", receive, (httpcore.ReadTimeout,))
+        except PaceExceeded as exc:
+            raise httpcore.ReadTimeout(str(exc)) from None
+        data = received[0]
         if data and len(data) < max_bytes and self._tls is not None:
             data = self._more_records(data, max_bytes)
         return data
 
     def _more_records(self, data: bytes, max_bytes: int) -> bytes:
-        """Over TLS a read returns one record (16 KiB) however much is asked, and every
-        read costs an h11 parse, a hash call and a write: take the records that have
-        already arrived too, without waiting (the socket is non-blocking for these
-        reads only). A condition met here (end of stream, an error) is left for the
-        next read to meet again."""
+        """``data`` and the TLS records that have already arrived after it, up to
+        ``max_bytes`` in all (``read_arrived``): every read costs an h11 parse, a hash
+        call and a write. The socket is non-blocking for these reads only."""
         sock = self._tls
         assert sock is not None
-        pieces = [data]
-        total = len(data)
+        more = memoryview(bytearray(max_bytes - len(data)))
         previous = sock.gettimeout()
         try:
             sock.settimeout(0.0)
-            while total < max_bytes:
-                more = sock.recv(max_bytes - total)
-                if not more:
-                    break
-                pieces.append(more)
-                total += len(more)
-        except OSError:  # SSLWantReadError (nothing more yet), or left for the next read
-            pass
+            count = read_arrived(sock, more)
         finally:
             sock.settimeout(previous)
-        if total > len(data):
-            self._window.account(total - len(data), 0.0)
-        return b"".join(pieces)
+        if not count:
+            return data
+        self._window.account(count, 0.0)
+        return b"".join((data, more[:count]))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._window.turn("write")
-        budget = self._window.budget()
-        started = time.monotonic()
-        try:
+        def send(budget: float) -> int:
             # a view: httpcore's send loop slices what is left after each partial send,
             # and slicing bytes copies the rest of a 1 MiB chunk every time
             self._inner.write(memoryview(buffer), self._wait(timeout, budget))  # type: ignore[arg-type]
-        except httpcore.WriteTimeout:
-            raise httpcore.WriteTimeout(self._window.timeout_message(budget)) from None
-        if self._window.account(len(buffer), time.monotonic() - started):
-            raise httpcore.WriteTimeout(self._window.stall_message())
+            return len(buffer)
+
+        try:
+            run_paced(self._window, "write", send, (httpcore.WriteTimeout,))
+        except PaceExceeded as exc:
+            raise httpcore.WriteTimeout(str(exc)) from None
 
     def _wait(self, timeout: float | None, budget: float) -> float:
         return min(self._pacing.idle, budget, timeout if timeout is not None else budget)

@@ -17,7 +17,9 @@ says which limit was hit, and is retried like any dropped connection.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import ssl
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from airgap.core.limits import KiB, env_seconds
@@ -85,3 +87,46 @@ class ProgressWindow:
             f"no progress: {self._moved} bytes in {self._pacing.progress:g} s "
             f"(at least {self._pacing.minimum} expected; {PROGRESS_ENV})"
         )
+
+
+class PaceExceeded(Exception):
+    """A paced operation waited past the idle timeout or the progress deadline; the
+    message says which. Each transport raises its own library's timeout from it."""
+
+
+def run_paced(
+    window: ProgressWindow,
+    direction: str,
+    operation: Callable[[float], int],
+    idle_errors: tuple[type[BaseException], ...],
+) -> int:
+    """One socket operation held to its direction's window: ``operation(budget)`` waits
+    at most ``budget`` seconds (as the idle timeout allows) and returns the bytes it
+    moved; one of ``idle_errors`` means it waited that long. Raises PaceExceeded."""
+    window.turn(direction)
+    budget = window.budget()
+    started = time.monotonic()
+    try:
+        moved = operation(budget)
+    except idle_errors:
+        raise PaceExceeded(window.timeout_message(budget)) from None
+    if window.account(moved, time.monotonic() - started):
+        raise PaceExceeded(window.stall_message())
+    return moved
+
+
+def read_arrived(sock: ssl.SSLSocket, view: memoryview) -> int:
+    """Over TLS a read returns one record (16 KiB) however much is asked: fill ``view``
+    with the records that have already arrived, without waiting (the caller has made
+    the socket non-blocking), and return how many bytes that took. A condition met here
+    (end of stream, an error) is left for the next read to meet again."""
+    total = 0
+    try:
+        while total < len(view):
+            more = sock.recv_into(view[total:])
+            if not more:
+                break
+            total += more
+    except OSError:  # SSLWantReadError: nothing more yet
+        pass
+    return total
