@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -24,9 +24,6 @@ from airgap.core import interrupt
 from airgap.core.errors import EXIT_FAILURE, AirgapError, InputError
 from airgap.core.failures import ManyFailures
 from airgap.core.redact import scrub
-
-if TYPE_CHECKING:
-    pass
 from airgap.core.textfmt import printable
 
 F = TypeVar("F", bound=Callable[..., Any])

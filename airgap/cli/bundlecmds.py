@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from airgap import __version__
 from airgap.bundle.reader import read_head
-from airgap.core.errors import InputError
-from airgap.core.progress import Progress
-
-if TYPE_CHECKING:
-    pass
 from airgap.bundle.signing import generate_keypair, load_public_key
 from airgap.cli.app import (
     WrittenPath,
@@ -27,6 +21,8 @@ from airgap.cli.app import (
     format_option,
     quiet_option,
 )
+from airgap.core.errors import InputError
+from airgap.core.progress import Progress
 from airgap.core.textfmt import human_size, plural, printable
 
 

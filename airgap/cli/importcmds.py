@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from airgap.core.errors import EXIT_FAILURE, InputError
-from airgap.core.progress import Progress
-
-if TYPE_CHECKING:
-    pass
 from airgap.cli.app import (
     WrittenPath,
     cli,
@@ -34,6 +29,8 @@ from airgap.cli.options import (
     registry_options,
     target_options,
 )
+from airgap.core.errors import EXIT_FAILURE, InputError
+from airgap.core.progress import Progress
 
 
 @cli.command("import", short_help="Verify a bundle, push it into a registry, write configs.")

@@ -13,12 +13,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.core.errors import InputError
-from airgap.registry.credentials import Credentials
-
-if TYPE_CHECKING:
-    from airgap.importing.model import ImportOptions
-    from airgap.rewrite.mapping import Target
 from airgap.bundle.signing import load_public_key
 from airgap.cli.app import (
     MAX_PASSWORD_CHARS,
@@ -28,6 +22,12 @@ from airgap.cli.app import (
     cert_dir_option,
     registry_option,
 )
+from airgap.core.errors import InputError
+from airgap.registry.credentials import Credentials
+
+if TYPE_CHECKING:
+    from airgap.importing.model import ImportOptions
+    from airgap.rewrite.mapping import Target
 
 
 def load_trusted_keys(keys: tuple[Path, ...], no_signature: bool) -> list[Ed25519PublicKey] | None:

@@ -8,10 +8,6 @@ from typing import TYPE_CHECKING, Any
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from airgap.core.errors import InputError
-
-if TYPE_CHECKING:
-    from airgap.importing.model import ImportOptions
 from airgap.cli.app import WrittenPath, cli, concurrency_option, registry_option
 from airgap.cli.options import (
     _registry_options,
@@ -20,7 +16,11 @@ from airgap.cli.options import (
     max_path_depth_option,
     registry_options,
 )
+from airgap.core.errors import InputError
 from airgap.core.textfmt import human_size, plural
+
+if TYPE_CHECKING:
+    from airgap.importing.model import ImportOptions
 
 
 @cli.command(short_help="Plan, then apply, removing what no kept bundle needs.")

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
+from airgap.cli.app import cli
+from airgap.cli.options import key_options, load_trusted_keys
 from airgap.core import interrupt
 from airgap.core.errors import InputError
 from airgap.core.redact import scrub
-
-if TYPE_CHECKING:
-    pass
-from airgap.cli.app import cli
-from airgap.cli.options import key_options, load_trusted_keys
 from airgap.core.textfmt import printable
 
 

@@ -10,6 +10,8 @@ import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from airgap import __version__
+from airgap.cli.app import cli, quiet_option
+from airgap.cli.options import key_options, load_trusted_keys
 from airgap.core.errors import EXIT_FAILURE
 from airgap.core.progress import Progress
 
@@ -17,8 +19,6 @@ if TYPE_CHECKING:
     from airgap.bundle.diff import BundleDiff
     from airgap.verify.bundle import VerifiedBundle
     from airgap.verify.report import Report
-from airgap.cli.app import cli, quiet_option
-from airgap.cli.options import key_options, load_trusted_keys
 
 
 @cli.command(short_help="Check a bundle's signature, digests, safety and policy.")
