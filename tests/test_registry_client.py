@@ -36,7 +36,7 @@ from airgap.core.errors import (
     NotFoundError,
     TLSError,
 )
-from airgap.net import fasthttp
+from airgap.net import http1frames
 from airgap.net import httpclient as airgap_http
 from airgap.oci.manifest import OCI_MANIFEST, Descriptor, Manifest
 from airgap.oci.reference import parse_reference
@@ -484,7 +484,7 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
     plain_registry: RegistryServer, connect: Connect
 ) -> None:
     """Per-read Python work dominated collect's CPU at httpcore's 64 KiB reads; a blob
-    streamed over loopback must arrive in bigger reads (airgap.net.fasthttp.READ_BYTES, the
+    streamed over loopback must arrive in bigger reads (airgap.net.http1frames.READ_BYTES, the
     registry transport's; airgap.net.httpclient.RESPONSE_READ_BYTES for httpcore elsewhere)."""
     registry = connect(plain_registry)
     data = os.urandom(4 * MIB)
@@ -494,7 +494,7 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
     registry.download_blob("read/size", digest, len(data), sink, what="test")
     assert sum(sink.sizes) == len(data)
     assert max(sink.sizes) > 64 * 1024
-    assert max(sink.sizes) <= fasthttp.READ_BYTES
+    assert max(sink.sizes) <= http1frames.READ_BYTES
 
 
 def test_download_missing_blob_is_not_found(
@@ -1449,7 +1449,7 @@ def test_a_sink_taking_views_gets_one_reused_buffer_over_http_and_tls(
     registry.download_blob("read/views", digest, len(data), plain, what="test")
     assert bytes(sink.data) == data
     assert sink.kinds == {memoryview}
-    assert max(sink.sizes) <= fasthttp.READ_BYTES
+    assert max(sink.sizes) <= http1frames.READ_BYTES
     assert len(sink.sizes) < len(data) // (64 * 1024)  # big reads, over TLS too
     assert sum(plain.sizes) == len(data)
 

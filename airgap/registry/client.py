@@ -36,7 +36,7 @@ from airgap.core.limits import (
 )
 from airgap.formats import jsonsafe
 from airgap.formats.jsonsafe import JSONShapeError
-from airgap.net import fasthttp, httpclient
+from airgap.net import fasthttp, http1frames, httpclient
 from airgap.oci.manifest import MANIFEST_ACCEPT, OCI_INDEX, Descriptor, Manifest
 from airgap.oci.reference import is_loopback_host
 from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
@@ -50,11 +50,11 @@ _buffers = threading.local()
 
 
 def _read_buffer() -> memoryview:
-    """This thread's buffer for blob bodies (``fasthttp.READ_BYTES``), made once: the
+    """This thread's buffer for blob bodies (``http1frames.READ_BYTES``), made once: the
     download threads of a collect reuse theirs for every blob."""
     view: memoryview | None = getattr(_buffers, "view", None)
     if view is None:
-        view = _buffers.view = memoryview(bytearray(fasthttp.READ_BYTES))
+        view = _buffers.view = memoryview(bytearray(http1frames.READ_BYTES))
     return view
 
 
@@ -475,7 +475,7 @@ class Registry:
         if response is None:
             return None
         length = response.headers.get("Content-Length", "0").strip()
-        if not fasthttp.is_length(length.encode()):  # ASCII digits only, int()-safe
+        if not http1frames.is_length(length.encode()):  # ASCII digits only, int()-safe
             raise AirgapError(
                 f"{what}: registry {self.display_name} answered HEAD {repository}/blobs/"
                 f"{digest} with an invalid Content-Length {length[:40]!r}"
