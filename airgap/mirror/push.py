@@ -36,7 +36,8 @@ from airgap.core.parallel import Ahead, run_parallel, run_unlocking
 from airgap.core.progress import QUIET, Progress, Task
 from airgap.mirror.blobindex import BlobIndex
 from airgap.oci.manifest import Descriptor, Manifest
-from airgap.registry.client import Registry, UploadSession
+from airgap.registry.client import Registry
+from airgap.registry.uploads import UploadSession
 from airgap.rewrite.mapping import Mapping
 from airgap.verify.bundle import VerifiedBundle
 

@@ -12,10 +12,8 @@ import contextlib
 import hashlib
 import io
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
-from urllib.parse import urljoin
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import httpx
 
@@ -23,28 +21,20 @@ from airgap.core.errors import (
     AirgapError,
     DigestMismatchError,
     HTTPStatusError,
-    NetworkError,
     NotFoundError,
-    TLSError,
 )
 from airgap.core.limits import (
     MAX_API_JSON_BYTES,
     MAX_MANIFEST_BYTES,
     MAX_REFERRER_PAGES,
     MAX_REFERRERS,
-    MAX_SMALL_BODY_BYTES,
 )
 from airgap.formats import jsonsafe
 from airgap.formats.jsonsafe import JSONShapeError
 from airgap.net import fasthttp, http1frames, httpclient
 from airgap.oci.manifest import MANIFEST_ACCEPT, OCI_INDEX, Descriptor, Manifest
-from airgap.oci.reference import is_loopback_host
-from airgap.registry.auth import NO_AUTH, Authenticator, parse_challenge, repository_scope
-from airgap.registry.credentials import Credentials, CredentialSource
-
-CHUNK = 1 << 20
-BodyFactory = Callable[[], Iterable[bytes]]
-
+from airgap.registry.auth import repository_scope
+from airgap.registry.uploads import BlobUploads
 
 _buffers = threading.local()
 
@@ -80,171 +70,10 @@ class BlobSink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-@dataclass(frozen=True)
-class UploadSession:
-    """An open upload session (the 202 to ``POST blobs/uploads/``): where the bytes go,
-    and the smallest PATCH the registry takes (``OCI-Chunk-Min-Length``, 0: none)."""
-
-    repository: str
-    location: str
-    minimum: int
-
-
-class Registry:
+class Registry(BlobUploads):
     """Talks the distribution API to one registry endpoint."""
 
-    def __init__(
-        self,
-        host: str,
-        *,
-        client: httpx.Client,
-        credentials: CredentialSource | None = None,
-        plain_http: bool | None = None,
-        policy: httpclient.RetryPolicy = httpclient.DEFAULT_RETRY,
-        display_name: str | None = None,
-    ) -> None:
-        self.host = host
-        self.display_name = display_name or host
-        # Loopback registries without an explicit setting: HTTPS first, then plain HTTP,
-        # as docker does (but never skipping certificate verification).
-        self._probe_scheme = plain_http is None and is_loopback_host(host)
-        self.base_url = f"{'http' if plain_http else 'https'}://{host}"
-        self._client = client
-        self._policy = policy
-        self._auth = Authenticator(host, client, credentials, policy)
-        self._ping_lock = threading.Lock()
-        self._ping_error: AirgapError | None = None
-        self._self_mount = True  # False once the registry refused a same-repository mount
-
-    @property
-    def plain_http(self) -> bool:
-        """Whether this endpoint speaks plain HTTP (settled by the first request)."""
-        return self.base_url.startswith("http://")
-
-    def presented_credentials(self) -> Credentials | None:
-        """The credentials this registry asks for and gets, so that others who read
-        from it (the operator's OCI source) can be handed the same."""
-        self.ping()
-        return self._auth.presented
-
     # -- plumbing -------------------------------------------------------------------
-
-    def _url(self, path: str) -> str:
-        return f"{self.base_url}/v2/{path}"
-
-    def ping(self) -> None:
-        """Learn which auth scheme the registry wants (once per endpoint).
-
-        A failure is remembered: the threads queued behind the first one fail at once
-        instead of each retrying an unreachable registry in turn."""
-        with self._ping_lock:
-            if self._auth.known:
-                return
-            if self._ping_error is not None:
-                raise self._ping_error
-            try:
-                response = self._ping_response()
-            except AirgapError as exc:
-                self._ping_error = exc
-                raise
-            if response.status_code == 401 and self._is_own(response.url):
-                # a challenge from where a redirect led is not believed (as in _send):
-                # its realm would be handed this registry's credentials
-                header = response.headers.get("WWW-Authenticate", "")
-                self._auth.learn(parse_challenge(header) if header else NO_AUTH)
-            elif response.status_code < 400 or response.status_code == 404:
-                self._auth.learn(NO_AUTH)
-            else:
-                raise httpclient.status_error(response, f"registry {self.display_name}")
-
-    def _ping_response(self) -> httpx.Response:
-        if self._probe_scheme:
-            self._probe_scheme = False
-            try:
-                return self._get_base(httpclient.RetryPolicy(attempts=1))
-            except TLSError:
-                raise
-            except NetworkError:
-                self.base_url = f"http://{self.host}"
-        return self._get_base(self._policy)
-
-    def _get_base(self, policy: httpclient.RetryPolicy) -> httpx.Response:
-        url = self._url("")
-        response = httpclient.send(
-            self._client, lambda: self._client.build_request("GET", url), policy=policy
-        )
-        response.close()
-        return response
-
-    def _send(
-        self,
-        method: str,
-        url: str,
-        scopes: tuple[str, ...],
-        *,
-        what: str,
-        headers: dict[str, str] | None = None,
-        body: BodyFactory | None = None,
-        stream: bool = False,
-        ok: tuple[int, ...] = (200,),
-        missing_ok: bool = False,
-        body_limit: int = MAX_SMALL_BODY_BYTES,
-    ) -> httpx.Response | None:
-        """Send with auth and retries; raise a typed error for any status not in ``ok``.
-
-        ``url`` is a path below ``/v2/`` or an absolute upload location."""
-        self.ping()
-        # credentials belong to this registry's origin: an upload Location on another
-        # host (or scheme, or port) gets none, and its challenges are not believed; a
-        # path below /v2/ is on it by construction (no URL parsed twice per request)
-        own = True
-        if url.startswith(("http://", "https://")):
-            own = self._is_own(url)
-        else:
-            url = self._url(url)
-        refresh = False
-        for _ in range(2):
-            request_headers = dict(headers or {})
-            try:
-                authorization = self._auth.header(scopes, refresh=refresh) if own else None
-            except HTTPStatusError as exc:  # the token service refused: say what we were doing
-                raise type(exc)(f"{what}: {exc}", exc.status) from None
-            if authorization:
-                request_headers["Authorization"] = authorization
-
-            def build(h: dict[str, str] = request_headers) -> httpx.Request:
-                content = body() if body else None
-                if isinstance(content, httpx.SyncByteStream):
-                    # a stream the transport may send its own way (a FileBody, by
-                    # sendfile): given as the request's stream, not wrapped by httpx
-                    request = self._client.build_request(method, url, headers=h)
-                    request.stream = content
-                    return request
-                return self._client.build_request(method, url, headers=h, content=content)
-
-            response = httpclient.send(
-                self._client, build, policy=self._policy, stream=stream, body_limit=body_limit
-            )
-            if response.status_code in ok:
-                return response
-            answered_by_us = own and self._is_own(response.url)  # not a redirect target
-            if response.status_code == 401 and not refresh and answered_by_us:
-                header = response.headers.get("WWW-Authenticate")
-                if header:
-                    self._auth.learn(parse_challenge(header))
-                response.close()
-                refresh = True
-                continue
-            if response.status_code == 404 and missing_ok:
-                response.close()
-                return None
-            try:
-                if response.status_code in (401, 403) and answered_by_us:
-                    raise self._auth.denied(response.status_code, what, scopes)
-                raise httpclient.status_error(response, what)
-            finally:
-                response.close()
-        raise AssertionError("unreachable")
 
     # -- manifests ------------------------------------------------------------------
 
@@ -463,25 +292,6 @@ class Registry:
 
     # -- blobs ----------------------------------------------------------------------
 
-    def blob_size(self, repository: str, digest: str, *, what: str) -> int | None:
-        """Size of a blob the registry already has in ``repository``, else None."""
-        response = self._send(
-            "HEAD",
-            f"{repository}/blobs/{digest}",
-            (repository_scope(repository, "pull"),),
-            what=what,
-            missing_ok=True,
-        )
-        if response is None:
-            return None
-        length = response.headers.get("Content-Length", "0").strip()
-        if not http1frames.is_length(length.encode()):  # ASCII digits only, int()-safe
-            raise AirgapError(
-                f"{what}: registry {self.display_name} answered HEAD {repository}/blobs/"
-                f"{digest} with an invalid Content-Length {length[:40]!r}"
-            )
-        return int(length)
-
     def download_blob(
         self,
         repository: str,
@@ -560,255 +370,6 @@ class Registry:
         self.download_blob(repository, digest, size, buffer, what=what)
         return buffer.getvalue()
 
-    def mount_blob(self, repository: str, digest: str, source: str, *, what: str) -> bool:
-        """Ask the registry to link a blob from another repository; True if it did (a
-        session it opened instead is cancelled)."""
-        session = self.mount_or_start(repository, digest, source, what=what)
-        if session is None:
-            return True
-        self.cancel_upload(session)
-        return False
-
-    def mount_or_start(
-        self, repository: str, digest: str, source: str, *, what: str
-    ) -> UploadSession | None:
-        """``POST blobs/uploads/?mount=DIGEST&from=SOURCE``: None when the registry linked
-        the blob (201), else the upload session it opened instead (202).
-
-        The distribution spec defines the 202 as the answer of a registry that "does not
-        support cross-repository mounting or is unable to mount the requested blob":
-        "the upload session has begun and the client MAY proceed with the upload". So a
-        failed mount is not a request wasted: the bytes go into that session, where
-        cancelling it and opening another would cost two more requests."""
-        scopes: tuple[str, ...] = (repository_scope(repository, "pull,push"),)
-        if source != repository:
-            scopes += (repository_scope(source, "pull"),)
-        url = f"{repository}/blobs/uploads/?mount={digest}&from={source}"
-        response = self._send("POST", url, scopes, what=what, ok=(201, 202))
-        assert response is not None
-        response.close()
-        if response.status_code == 201:
-            return None
-        return self._session(repository, response, what)
-
-    def find_or_start(self, repository: str, digest: str, *, what: str) -> UploadSession | None:
-        """None when ``repository`` already holds the blob, else an upload session for it.
-
-        One request where the registry allows it: a mount from the repository itself.
-        distribution (2.8 and 3) stats the blob in the source repository, the same one
-        here, and links it again (201) if it is there, else opens a session (202), as for
-        any mount it cannot make; HEAD then POST asks the same in two. A registry may
-        refuse the form (one answers 400 to a mount whose source is its target): any
-        error status falls back to HEAD + POST, and the registry is not asked that way
-        again. A registry that ignores mount parameters answers 202 whatever it holds; the
-        pusher notices that on a mount that had to succeed and asks first from then on."""
-        if self._self_mount:
-            try:
-                return self.mount_or_start(repository, digest, repository, what=what)
-            except HTTPStatusError:
-                self._self_mount = False
-        if self.blob_size(repository, digest, what=what) is not None:
-            return None
-        return self.start_upload(repository, what=what)
-
-    def cancel_upload(self, session: UploadSession) -> None:
-        """Abandon an upload session (best effort: an abandoned session expires anyway)."""
-        with contextlib.suppress(AirgapError):
-            self._send(
-                "DELETE",
-                session.location,
-                (repository_scope(session.repository, "pull,push"),),
-                what="cancel upload",
-                ok=(200, 202, 204),
-                missing_ok=True,
-            )
-
-    def _is_own(self, url: str | httpx.URL) -> bool:
-        """Whether ``url`` is on this registry's origin (scheme, host and port): the only
-        place its credentials are sent."""
-        try:
-            return _origin(httpx.URL(str(url))) == _origin(httpx.URL(self.base_url))
-        except httpx.InvalidURL:
-            return False
-
-    def _location(self, location: str) -> str:
-        try:
-            return urljoin(self.base_url + "/", location)
-        except ValueError:  # e.g. a malformed IPv6 host
-            raise AirgapError(
-                f"registry {self.display_name} gave an invalid Location header"
-            ) from None
-
-    def upload_blob(
-        self,
-        repository: str,
-        digest: str,
-        size: int,
-        body: Callable[[int], Iterable[bytes]],
-        *,
-        what: str,
-        chunk_size: int | None = None,
-        session: UploadSession | None = None,
-    ) -> None:
-        """Upload a blob: one streamed PUT, or PATCH chunks when the registry wants them.
-
-        ``body(offset)`` yields the blob's bytes from ``offset`` to the end; it is called
-        again for every attempt so nothing is ever buffered whole (a ``FileBody`` goes
-        by ``sendfile``). What is committed is checked against ``digest`` either way:
-        by the registry for the one PUT (``?digest=``, refused with DIGEST_INVALID),
-        here for PATCH chunks, whose hash is only known to this side before the commit.
-        ``session`` is one already open for this blob in ``repository`` (a mount
-        answered with 202), else one is opened.
-        """
-        scopes = (repository_scope(repository, "pull,push"),)
-        if session is None:
-            session = self.start_upload(repository, what=what)
-        if chunk_size is None and session.minimum == 0:
-            try:
-                self._put_monolithic(session.location, digest, size, body, scopes, what)
-                return
-            except HTTPStatusError as exc:
-                if exc.status not in (400, 413, 416):
-                    raise
-                self.cancel_upload(session)  # do not leave the refused session open
-                session = self.start_upload(repository, what=what)
-        self._put_chunked(
-            session.location,
-            digest,
-            size,
-            body,
-            scopes,
-            what,
-            max(chunk_size or 8 * CHUNK, session.minimum),
-        )
-
-    def _session(self, repository: str, response: httpx.Response, what: str) -> UploadSession:
-        location = self._session_location(response, what)
-        return UploadSession(repository, location, self._chunk_minimum(response, what))
-
-    def _session_location(self, response: httpx.Response, what: str) -> str:
-        """Where an upload session's bytes go: its Location, which must be there."""
-        location = response.headers.get("Location", "").strip()
-        if not location:
-            raise AirgapError(
-                f"{what}: registry {self.display_name} opened an upload session "
-                f"(HTTP {response.status_code}) without a Location header"
-            )
-        try:
-            return str(httpx.URL(self._location(location)))
-        except httpx.InvalidURL:
-            raise AirgapError(
-                f"{what}: registry {self.display_name} gave an invalid upload Location"
-            ) from None
-
-    def _chunk_minimum(self, response: httpx.Response, what: str) -> int:
-        """OCI-Chunk-Min-Length: the smallest PATCH the registry takes (0: no minimum)."""
-        text = response.headers.get("OCI-Chunk-Min-Length", "").strip()
-        if not text:
-            return 0
-        if not text.isascii() or not text.isdigit() or len(text) > 12:
-            raise AirgapError(
-                f"{what}: registry {self.display_name} sent an invalid "
-                f"OCI-Chunk-Min-Length {text[:40]!r}"
-            )
-        return int(text)
-
-    def start_upload(self, repository: str, *, what: str) -> UploadSession:
-        """Open an upload session; its Location says where the bytes go."""
-        scopes = (repository_scope(repository, "pull,push"),)
-        start = self._send("POST", f"{repository}/blobs/uploads/", scopes, what=what, ok=(202,))
-        assert start is not None
-        start.close()
-        return self._session(repository, start, what)
-
-    def _put_monolithic(
-        self,
-        location: str,
-        digest: str,
-        size: int,
-        body: Callable[[int], Iterable[bytes]],
-        scopes: tuple[str, ...],
-        what: str,
-    ) -> None:
-        url = httpx.URL(location).copy_add_param("digest", digest)
-        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
-        response = self._send(
-            "PUT",
-            str(url),
-            scopes,
-            what=what,
-            headers=headers,
-            body=lambda: body(0),
-            ok=(201, 204),
-        )
-        assert response is not None
-        response.close()
-
-    def _put_chunked(
-        self,
-        location: str,
-        digest: str,
-        size: int,
-        body: Callable[[int], Iterable[bytes]],
-        scopes: tuple[str, ...],
-        what: str,
-        chunk_size: int,
-    ) -> None:
-        offset = 0
-        # the hash of every byte the registry has accepted so far: the session is only
-        # committed (PUT ?digest=) if it is the digest, whatever the body source did
-        algorithm = digest.partition(":")[0]
-        accepted = hashlib.new(algorithm if algorithm in ("sha256", "sha512") else "sha256")
-        attempts: list[Any] = []
-        while offset < size:
-            length = min(chunk_size, size - offset)
-            first = offset
-
-            def piece(
-                start: int = first, length: int = length, base: Any = accepted
-            ) -> Iterator[bytes]:
-                hasher = base.copy()
-                attempts[:] = [hasher]  # each retry of the PATCH starts again from base
-                for chunk in _limit(body(start), length):
-                    hasher.update(chunk)
-                    yield chunk
-
-            headers = {
-                "Content-Type": "application/octet-stream",
-                "Content-Length": str(length),
-                "Content-Range": f"{first}-{first + length - 1}",
-            }
-            response = self._send(
-                "PATCH", location, scopes, what=what, headers=headers, body=piece, ok=(202,)
-            )
-            assert response is not None
-            response.close()
-            if response.headers.get("Location"):
-                location = self._session_location(response, what)
-            accepted = attempts[0]
-            offset += length
-        if f"{algorithm}:{accepted.hexdigest()}" != digest:
-            with contextlib.suppress(AirgapError):  # an abandoned session expires anyway
-                self._send(
-                    "DELETE", location, scopes, what=what, ok=(200, 202, 204), missing_ok=True
-                )
-            raise DigestMismatchError(
-                f"{what}: the {size} bytes read for it do not hash to {digest}; "
-                "the upload was cancelled, nothing was committed"
-            )
-        url = httpx.URL(location).copy_add_param("digest", digest)
-        response = self._send(
-            "PUT",
-            str(url),
-            scopes,
-            what=what,
-            headers={"Content-Length": "0"},
-            body=lambda: [b""],
-            ok=(201, 204),
-        )
-        assert response is not None
-        response.close()
-
 
 class _NoRoute(Exception):
     """A listing's first page refused as a route the registry does not know."""
@@ -853,20 +414,3 @@ def _next_link(header: str) -> str | None:
         if target.startswith("<") and target.endswith(">") and 'rel="next"' in params:
             return target[1:-1]
     return None
-
-
-def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
-    default = {"http": 80, "https": 443}.get(url.scheme)
-    return url.scheme, url.host.lower(), url.port or default
-
-
-def _limit(chunks: Iterable[bytes], length: int) -> Iterator[bytes]:
-    """At most ``length`` bytes of ``chunks``."""
-    remaining = length
-    for chunk in chunks:
-        if remaining <= 0:
-            break
-        if len(chunk) > remaining:
-            chunk = chunk[:remaining]
-        remaining -= len(chunk)
-        yield chunk
