@@ -81,7 +81,7 @@ def parse_part_size(text: str) -> int:
             f"--part-size {shown(text)}: expected bytes, a size such as 4GiB, 700MiB or 4.7GB, "
             f"or one of {presets}"
         )
-    from fractions import Fraction  # only for --part-size: ~3 ms of every start-up
+    from fractions import Fraction  # only for --part-size: not on every start-up
 
     size = int(Fraction(match.group(1)) * unit)  # exact: 4.7GB is 4,700,000,000
     if size < MIN_PART_SIZE:

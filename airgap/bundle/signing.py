@@ -78,8 +78,8 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     plain = _plain_ed25519_pem(data)
     if plain is not None:
         return plain
-    # cryptography's serialization package loads its SSH, RSA, EC and cipher modules
-    # (~7 ms): only for a key file that is not the plain form generate_keypair writes
+    # cryptography's serialization package loads its SSH, RSA, EC and cipher modules:
+    # only for a key file that is not the plain form generate_keypair writes
     from cryptography.hazmat.primitives import serialization
 
     try:

@@ -86,7 +86,7 @@ def leave(code: int) -> NoReturn:
     """End the process with ``code`` without tearing the interpreter down.
 
     Why: a command's work is done and its files are closed, but a normal exit then frees
-    every module and object one by one, ~15-20 ms of a 0.25 s re-import (issue 12) that
+    every module and object one by one, a visible part of a no-op re-import, work that
     the kernel does at once when the process ends. What an exit must still do is done
     here: the exit handlers run (``airgap.core.phases`` writes its times, logging flushes)
     and stdout and stderr are flushed. While a thread that an exit would wait for is

@@ -334,8 +334,8 @@ def _fetch_providers(
     failures: list[Failure],
 ) -> list[FetchedProvider]:
     """Every release the spec names, downloaded side by side and read in spec order; a
-    release that fails is added to ``failures`` and the others still come (issue 46:
-    every failure of a collect in one run)."""
+    release that fails is added to ``failures`` and the others still come (every
+    failure of a collect in one run)."""
     # releases download side by side (each is a few requests that mostly wait) and are
     # read one after the other, in spec order; the entries of one provider download in
     # turn, since `latest` may resolve to a version also listed explicitly: one directory

@@ -176,7 +176,7 @@ class ImageCopier:
     ) -> list[ResolvedImage]:
         """Every image's manifest tree, and (unless ``signatures`` is off) what upstream
         attached to each of its manifests. With ``failures``, an image that cannot be
-        resolved is added there and the others are still resolved (issue 46); without,
+        resolved is added there and the others are still resolved; without,
         the first failure is raised."""
         jobs = [partial(self._resolve, ref) for ref in references]
         if failures is None:
@@ -227,7 +227,7 @@ class ImageCopier:
     def read_configs(self, images: list[ResolvedImage]) -> None:
         """Each single-platform image's config (small), which names its platform: read
         after ``resolve``, once the bundle's size is known and its space checked, so
-        that nothing of a blob is asked for before (issue 46)."""
+        that nothing of a blob is asked for before."""
         run_parallel([partial(self._read_config, image) for image in images], self._concurrency)
 
     @staticmethod

@@ -1,5 +1,5 @@
-"""The members of the bundle collect plans, and their file records (issue 12: what is
-held per image here is what grows collect's peak RSS with the image count).
+"""The members of the bundle collect plans, and their file records: what is
+held per image here is what grows collect's peak RSS with the image count.
 
 Provider and content files are members from the staging directory. ``index.json`` is
 written there too, a piece at a time, and the small blobs already in memory (image
@@ -96,8 +96,8 @@ def bundle_bound(
 ) -> tuple[int, int]:
     """(an upper bound of the bundle's size, and of the bytes ``plan_members`` stages:
     the spilled small blobs and ``index.json``), from the manifests alone: nothing is
-    downloaded to know it (issue 46: free space is checked before any blob is asked
-    for). ``extra``: bytes of further members (trust material)."""
+    downloaded to know it (free space is checked before any blob is asked for).
+    ``extra``: bytes of further members (trust material)."""
     paths = [path for p in providers for path in (p.metadata_path, p.components_path)]
     paths += [path for content in contents for path in content.files]
     names = {relative(p, staging): p.stat().st_size for p in paths}

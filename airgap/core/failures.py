@@ -1,4 +1,4 @@
-"""Every failure of a run at once, rather than the first (issue 46).
+"""Every failure of a run at once, rather than the first.
 
 A spec with five typos should take one round trip, not five: collect resolves every
 release and image before it writes anything and reports all that failed, and

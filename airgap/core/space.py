@@ -1,4 +1,4 @@
-"""Free space checked before the long part of a run, not discovered at its end (issue 46).
+"""Free space checked before the long part of a run, not discovered at its end.
 
 A 200 GiB collect that fails at 190 GiB because the USB disk was full costs a day.
 Collect knows every blob's size once the manifests are read, so it asks each

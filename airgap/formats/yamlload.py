@@ -5,9 +5,9 @@ both compose through the one bounded composer (``airgap.formats.yamlcomposer``),
 enforces the bounds while it composes, in a single pass.
 
 A provider's components are megabytes of YAML and airgap reads them on every collect,
-import and configmaps, so the loader matters: PyYAML's pure-Python scanner takes about a
-second per megabyte, libyaml's (the ``yaml.cyaml`` binding, in PyYAML's wheels) a tenth
-of that. The events libyaml produces are composed here in Python, not by libyaml's own
+import and configmaps, so the loader matters: PyYAML's pure-Python scanner is an order of
+magnitude slower than libyaml's (the ``yaml.cyaml`` binding, in PyYAML's wheels).
+The events libyaml produces are composed here in Python, not by libyaml's own
 composer, for two reasons: the composer is where the bounds are enforced, and libyaml's
 composer recurses in C (a few hundred thousand nested ``[`` crash the process). Composing
 in Python over libyaml's events costs no more than libyaml's composer does.

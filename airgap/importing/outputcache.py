@@ -8,8 +8,8 @@ provider's components again, most of a re-import's time. So the last file an imp
 writes into ``--output-dir`` is ``.airgap-outputs.json``: the sha256 of the verified
 bundle manifest, those options, and every output file with its sha256 and mode.
 
-Nothing in it is trusted on its own (issue 11 removed a cache that trusted file
-times): a re-import uses it only when the bundle manifest it has just verified by
+Nothing in it is trusted on its own (a cache that trusted file times would
+not be): a re-import uses it only when the bundle manifest it has just verified by
 signature has that digest, the options are the same, and every listed file, read
 again without following links, has that size, hash and mode. Anything else (a file
 edited, deleted or made a link, a different option, another bundle, an unreadable or

@@ -99,7 +99,7 @@ def write_outputs(
     operator's, the rest import's), then removing what an earlier write of the parts
     ``replaced`` left that this one does not write (``outputlisting``)."""
     # the tree is written beside the old one, then renamed into place: refused whole
-    # when its filesystem cannot hold it (issue 46), rather than half-written
+    # when its filesystem cannot hold it, rather than half-written
     check_space([Need(nearest_directory(output_dir), tree_size(files), "the outputs")])
     written = {name: OPERATOR if name in operator else IMPORT for name in files}
     listing, stale = outputlisting.plan(outputlisting.read(output_dir), written, replaced)

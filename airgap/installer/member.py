@@ -34,7 +34,7 @@ def installer_member(path: Path) -> str:
         raise InputError(f"--with-installer {path}: {problem} (as airgap installer writes it)")
     if not path.is_file():
         raise InputError(f"--with-installer {path}: not a regular file")
-    import tarfile  # collect's alone: verify and import start without it (issue 12)
+    import tarfile  # collect's alone: verify and import start without it
 
     try:
         with tarfile.open(path, "r:") as tar:

@@ -6,8 +6,8 @@ child manifests (and the top one of an image without a tag) go by digest, childr
 before their index, as soon as its own blobs are in, while other images' blobs still
 upload; tags go last, once every blob is in, so that a bundle member the registry
 refuses leaves no tag naming anything. A tagged image's top manifest goes only then,
-under its tag: one PUT stores and names it (on distribution every request costs ~1 ms
-of the registry's CPU, which an import on a shared machine is short of). Manifests go
+under its tag: one PUT stores and names it (on distribution every request costs the
+registry CPU, which an import on a shared machine is short of). Manifests go
 as their exact bytes, so every digest in the target equals the source. Re-running
 pushes only what is missing.
 
@@ -161,7 +161,7 @@ class Pusher:
         keep_going: bool = False,
     ) -> None:
         self._registry = registry
-        # --keep-going (issue 46): an image that fails is recorded here, by its target
+        # --keep-going: an image that fails is recorded here, by its target
         # reference, and the others still push; without it the first failure is raised
         self._keep_going = keep_going
         self.failures: dict[str, Failure] = {}

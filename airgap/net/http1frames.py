@@ -80,8 +80,8 @@ class _Body(httpx.SyncByteStream):
         """The next bytes of a sized body into ``view``, 0 at its end: a reader that
         reuses one buffer allocates nothing per read. Why: ``recv`` makes a new bytes
         object per read, and eight threads each freeing ~1 MiB objects leave glibc's
-        per-thread arenas holding tens of MiB (issue 12: collect's peak at 2,000
-        images). Either this or iteration reads a body, never both."""
+        per-thread arenas holding tens of MiB (collect's peak grows with the image
+        count). Either this or iteration reads a body, never both."""
         if self._done:
             return 0
         if self._length is None:

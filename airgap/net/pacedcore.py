@@ -1,7 +1,7 @@
 """httpcore's connections held to a ``Pacing`` (``airgap.net.pacing``): every connection
 of an httpx transport of httpx's own (proxied connections, the clients that are not the
 registry's) goes through ``PacedBackend``. A module of its own so that httpcore (with
-h11 and anyio, ~15 ms of start-up) is imported only by a process that makes such a
+h11 and anyio, a noticeable part of start-up) is imported only by a process that makes such a
 transport: the registry's transport (``airgap.net.fasthttp``) paces itself, and a no-op
 re-import never loads httpcore.
 """
