@@ -61,6 +61,8 @@ METRICS = [
     "import_vs_limit",
     "reimport_seconds",
     "reimport_vs_import",
+    "reimport_skopeo_seconds",
+    "reimport_vs_skopeo",
     "verify_mib_s",
     "openssl_mib_s",
     "serve_mib_s",
