@@ -442,7 +442,9 @@ def targets_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def readme_section(results: dict[str, Any]) -> str:
+def readme_section(results: dict[str, Any], method: str = "benchmarks/README.md") -> str:
+    """The Benchmark section's text, its link to the method being ``method`` (relative
+    to the file the section goes in)."""
     machine = results["machine"]
     workload = results["workload"]["main"]
     big = results["workload"]["big"]
@@ -464,7 +466,7 @@ def readme_section(results: dict[str, Any]) -> str:
             f"one image with a single {_human(big['largest_blob'])} layer and "
             f"{max(params['small_counts'])} tiny images. "
             f"Medians of {params['repeats']} alternating runs; MiB/s are of the bytes moved. "
-            "How it is measured: [benchmarks/README.md](benchmarks/README.md).",
+            f"How it is measured: [benchmarks/README.md]({method}).",
             "",
             table(results),
             "",
@@ -524,8 +526,7 @@ def _missed_note(results: dict[str, Any]) -> list[str]:
         return []
     return [
         "",
-        f"Not met: {', '.join(missed)}. Where the time goes, with profiles, and what bounds "
-        "it: [benchmarks/README.md, Findings](benchmarks/README.md#findings).",
+        f"Not met: {', '.join(missed)}. `benchmarks/run.py --profile` shows where the time goes.",
     ]
 
 
@@ -536,10 +537,12 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def update_readme(path: Path, results: dict[str, Any]) -> None:
+def update_readme(
+    path: Path, results: dict[str, Any], method: str = "benchmarks/README.md"
+) -> None:
     """Replace the text between the benchmark markers, or append a Benchmark section."""
     text = path.read_text()
-    section = readme_section(results)
+    section = readme_section(results, method)
     if README_START in text and README_END in text:
         head, rest = text.split(README_START, 1)
         _, tail = rest.split(README_END, 1)

@@ -866,8 +866,8 @@ def main(argv: list[str] | None = None) -> int:
         if not saved_path.is_file():
             sys.exit(f"error: {saved_path} does not exist; run the benchmark first")
         saved = json.loads(saved_path.read_text())
-        report.update_readme(ROOT / "README.md", saved)
-        print(f"updated the Benchmark section of {ROOT / 'README.md'} from {args.out}")
+        _update_readmes(saved)
+        print(f"updated the Benchmark sections of the READMEs from {args.out}")
         return 0
     missing = missing_tools()
     if missing:
@@ -884,9 +884,15 @@ def main(argv: list[str] | None = None) -> int:
     print(report.targets_table(results))
     print(f"\nwrote {out / 'results.json'} in {results['total_seconds']:.0f}s")
     if not args.quick and not args.no_readme:
-        report.update_readme(ROOT / "README.md", results)
+        _update_readmes(results)
         print(f"updated the Benchmark section of {ROOT / 'README.md'}")
     return 0
+
+
+def _update_readmes(results: dict[str, Any]) -> None:
+    """The current table, in the top-level README and in the method's own."""
+    report.update_readme(ROOT / "README.md", results)
+    report.update_readme(ROOT / "benchmarks" / "README.md", results, method="#benchmark")
 
 
 if __name__ == "__main__":

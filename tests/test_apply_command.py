@@ -37,6 +37,7 @@ def test_docs_and_sources_say_server_side() -> None:
     paths = [
         ROOT / "README.md",
         ROOT / "benchmarks" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "scripts").iterdir()),
         *sorted((ROOT / "airgap").rglob("*.py")),
         *sorted((ROOT / "bundles").iterdir()),
