@@ -50,12 +50,6 @@ from airgap.net.pacing import Pacing
 
 USER_AGENT = f"airgap/{__version__}"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Bytes asked of the socket per read of an HTTP/1.1 response. httpcore's 64 KiB default
-# costs one recv, one h11 parse and one hash/pwrite round per 64 KiB of every blob, and
-# Python's per-read work then dominates collect's CPU: 256 KiB cut collect's CPU and wall
-# time by ~30% on loopback (benchmarks/README.md, Findings). Over TLS a read
-# returns at most one 16 KiB record whatever is asked, so this changes nothing there.
-RESPONSE_READ_BYTES = 256 * 1024
 CONNECT_TIMEOUT = 15.0
 INFLATE_STEP = 256 * 1024  # most bytes one decompression step may produce
 
@@ -160,7 +154,7 @@ def build_client(
     could inflate a thousandfold in one read (``iter_body`` still copes with one).
     ``timeout`` overrides the idle timeout. With ``fast``, direct connections use
     ``airgap.net.fasthttp`` (the registry's bulk traffic) instead of httpcore; proxied ones
-    keep httpx's proxy transport."""
+    go through a paced httpcore proxy pool (``airgap.net.pacedcore.PacedTransport``)."""
     pacing = pacing or Pacing.from_env()
     if timeout is not None:
         pacing = dataclasses.replace(pacing, idle=timeout)
@@ -171,13 +165,19 @@ def build_client(
     proxies.check_environment()
     if not isinstance(verify, ssl.SSLContext):  # ssl_context checked the one it made
         check_tls_environment()  # a default context made later reads SSL_CERT_*
-    transport, mounts = None, proxies.LOOPBACK  # loopback: never through HTTPS_PROXY
     if fast:
-        transport = fasthttp.FastTransport(verify=verify, pacing=pacing, connect_timeout=connect)
-        # httpx reads the proxy variables only for its own default transport
-        mounts = {**proxies.environment_mounts(verify, limits), **proxies.LOOPBACK}
-    client = httpx.Client(
-        transport=transport,
+        direct: httpx.BaseTransport = fasthttp.FastTransport(
+            verify=verify, pacing=pacing, connect_timeout=connect
+        )
+    else:
+        direct = _paced_transport(verify, pacing, limits)
+    # the proxies the environment names; loopback never goes through them
+    mounts = {
+        **proxies.environment_mounts(lambda proxy: _paced_transport(verify, pacing, limits, proxy)),
+        **proxies.LOOPBACK,
+    }
+    return httpx.Client(
+        transport=direct,
         verify=verify,
         timeout=httpx.Timeout(pacing.idle, connect=connect),
         limits=limits,
@@ -187,12 +187,23 @@ def build_client(
         event_hooks={"request": [httplog.on_request], "response": [httplog.on_response]},
         cookies=_NoCookies(),
     )
-    if _httpcore_transports(client):  # httpx's own: loads httpcore, paced here
-        from airgap.net.pacedcore import pace_client
 
-        _read_responses_in_bigger_pieces()
-        pace_client(client, pacing)
-    return client
+
+def _paced_transport(
+    verify: ssl.SSLContext | bool,
+    pacing: Pacing,
+    limits: httpx.Limits,
+    proxy: httpx.Proxy | None = None,
+) -> httpx.BaseTransport:
+    """An httpcore pool whose connections are paced (``airgap.net.pacedcore``, loaded only
+    here: a client of the fast transport alone never imports httpcore); a SOCKS proxy
+    goes through httpx's own transport."""
+    if proxy is not None and proxy.url.scheme not in ("http", "https"):
+        return httpx.HTTPTransport(verify=verify, limits=limits, proxy=proxy)
+    from airgap.net.pacedcore import PacedTransport
+
+    context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify)
+    return PacedTransport(ssl_context=context, pacing=pacing, limits=limits, proxy=proxy)
 
 
 class _NoCookies(http.cookiejar.CookieJar):
@@ -208,25 +219,6 @@ class _NoCookies(http.cookiejar.CookieJar):
 
     def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
         return None
-
-
-def _httpcore_transports(client: httpx.Client) -> bool:
-    """Whether the client holds a transport of httpx's own (an httpcore pool): without
-    one (``fast`` and no proxy) httpcore is never imported (``airgap.net.pacedcore``)."""
-    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
-    return any(isinstance(t, httpx.HTTPTransport) for t in transports)
-
-
-def _read_responses_in_bigger_pieces() -> None:
-    """Raise httpcore's per-read size (a class attribute, the knob httpcore tunes it with)
-    for the whole process: fewer, bigger reads are no worse for any other HTTP user, at
-    192 KiB more buffer per busy connection. Left alone if a future httpcore drops the
-    attribute (tests/test_registry_client.py then notices)."""
-    import httpcore  # an httpx transport of its own exists, so httpcore is loaded
-
-    connection = httpcore.HTTP11Connection
-    if getattr(connection, "READ_NUM_BYTES", RESPONSE_READ_BYTES) < RESPONSE_READ_BYTES:
-        connection.READ_NUM_BYTES = RESPONSE_READ_BYTES
 
 
 def retry_after_seconds(response: httpx.Response) -> float | None:

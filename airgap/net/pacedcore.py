@@ -1,20 +1,30 @@
-"""httpcore's connections held to a ``Pacing`` (``airgap.net.pacing``): every connection
-of an httpx transport of httpx's own (proxied connections, the clients that are not the
-registry's) goes through ``PacedBackend``. A module of its own so that httpcore (with
-h11 and anyio, a noticeable part of start-up) is imported only by a process that makes such a
-transport: the registry's transport (``airgap.net.fasthttp``) paces itself, and a no-op
-re-import never loads httpcore.
+"""httpcore's connections held to a ``Pacing`` (``airgap.net.pacing``): proxied
+connections and the clients that are not the registry's go through ``PacedTransport``,
+an httpx transport over an httpcore pool whose network backend is ``PacedBackend``,
+built from httpx's and httpcore's public API only. A module of its own so that httpcore
+(with h11 and anyio, a noticeable part of start-up) is imported only by a process that
+makes such a transport: the registry's transport (``airgap.net.fasthttp``) paces itself,
+and a no-op re-import never loads httpcore.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ssl
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import httpcore
+import httpx
 
 from airgap.net.pacing import PaceExceeded, Pacing, ProgressWindow, read_arrived, run_paced
+
+# Bytes taken from the socket per read of a response. httpcore asks for 64 KiB, and each
+# read costs one recv, one h11 parse and one hash/write round of Python's per-read work,
+# which then dominates a transfer's CPU; a bigger read is no worse for h11, which takes
+# what it is given. Over TLS a read returns one 16 KiB record whatever is asked (the
+# records already arrived are added, ``read_arrived``).
+RESPONSE_READ_BYTES = 256 * 1024
 
 
 class PacedStream(httpcore.NetworkStream):
@@ -29,6 +39,7 @@ class PacedStream(httpcore.NetworkStream):
         self._tls = sock if isinstance(sock, ssl.SSLSocket) else None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        max_bytes = max(max_bytes, RESPONSE_READ_BYTES)
         received = [b""]
 
         def receive(budget: float) -> int:
@@ -124,16 +135,110 @@ class PacedBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-def pace_client(client: Any, pacing: Pacing) -> bool:
-    """Put every connection pool of an ``httpx.Client`` (its transport and any proxy
-    mounts) on a paced backend; False if this httpx keeps its pools elsewhere (a test
-    notices)."""
-    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
-    paced = False
-    for transport in transports:
-        pool = getattr(transport, "_pool", None)
-        backend = getattr(pool, "_network_backend", None)
-        if isinstance(backend, httpcore.NetworkBackend) and not isinstance(backend, PacedBackend):
-            pool._network_backend = PacedBackend(backend, pacing)  # type: ignore[union-attr]
-            paced = True
-    return paced
+# httpcore's exceptions as httpx's, the most specific first (a ReadTimeout is also a
+# TimeoutException): callers handle httpx's alone
+_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _as_httpx_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        for theirs, ours in _ERRORS:
+            if isinstance(exc, theirs):
+                raise ours(str(exc)) from exc
+        raise
+
+
+class _Body(httpx.SyncByteStream):
+    """An httpcore response body read as httpx reads one, its errors as httpx's."""
+
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx_errors():
+            yield from self._stream
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+class PacedTransport(httpx.BaseTransport):
+    """httpx's transport over an httpcore pool (direct, or through an HTTP(S) proxy)
+    whose every connection is paced: built from httpcore's public pool classes with a
+    ``PacedBackend``, so nothing of httpx's own transport is reached into."""
+
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext,
+        pacing: Pacing,
+        limits: httpx.Limits,
+        proxy: httpx.Proxy | None = None,
+    ) -> None:
+        backend = PacedBackend(httpcore.SyncBackend(), pacing)
+        pool: dict[str, Any] = {
+            "ssl_context": ssl_context,
+            "max_connections": limits.max_connections,
+            "max_keepalive_connections": limits.max_keepalive_connections,
+            "keepalive_expiry": limits.keepalive_expiry,
+            "network_backend": backend,
+        }
+        self._pool: httpcore.ConnectionPool
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(**pool)
+        else:
+            self._pool = httpcore.HTTPProxy(
+                proxy_url=_core_url(proxy.url),
+                proxy_auth=proxy.raw_auth,
+                proxy_headers=proxy.headers.raw,
+                proxy_ssl_context=proxy.ssl_context,
+                **pool,
+            )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        core_request = httpcore.Request(
+            method=request.method,
+            url=_core_url(request.url),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _as_httpx_errors():
+            answer = self._pool.handle_request(core_request)
+        assert isinstance(answer.stream, Iterable)
+        return httpx.Response(
+            status_code=answer.status,
+            headers=answer.headers,
+            stream=_Body(answer.stream),
+            extensions=answer.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _core_url(url: httpx.URL) -> httpcore.URL:
+    return httpcore.URL(
+        scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+    )
