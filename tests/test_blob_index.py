@@ -24,6 +24,8 @@ from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.images import OciLayout, push_image
 from tests.harness.registry import RegistryFactory, RegistryServer
 
+pytestmark = pytest.mark.e2e
+
 
 def _import(
     bundle: CollectedBundle, host: str, prefix: str, cache: Path, out: Path

@@ -62,6 +62,8 @@ from tests.harness.hostile import (
     wait_measured,
 )
 
+pytestmark = pytest.mark.e2e
+
 INDEX_JSON = "images/index.json"
 GiB = 1 << 30
 # A verify of the small test bundle peaks near 40 MiB; 1 GiB headers must not show.

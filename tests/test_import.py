@@ -20,13 +20,15 @@ import yaml
 
 from airgap.oci.manifest import DOCKER_LIST, DOCKER_MANIFEST, sha256_digest
 from airgap.providers.components import find_images
-from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
+
+pytestmark = pytest.mark.e2e
 
 PREFIX = "capi"
 

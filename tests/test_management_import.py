@@ -23,15 +23,17 @@ from airgap.content.chartrender import RenderSettings, chart_images
 from airgap.oci.manifest import sha256_digest
 from airgap.oci.reference import parse_reference
 from airgap.providers.components import VARIABLE_RE, lenient_images, parse_components
-from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo, tamper
 from tests.harness.cli import run_airgap
 from tests.harness.management import OPERATOR_VERSION
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
 from tests.schemas import validate_object
 from tests.test_content import operator_images
+
+pytestmark = pytest.mark.e2e
 
 PREFIX = "mgmt"
 

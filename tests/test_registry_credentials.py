@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PASSWORD, USERNAME
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import PASSWORD, USERNAME
+
+pytestmark = pytest.mark.e2e
 
 WRONG = "not-the-password"
 

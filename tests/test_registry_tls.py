@@ -22,6 +22,8 @@ from tests.harness.images import CorpusEntry, OciLayout, TestImage, push_corpus
 from tests.harness.pki import Pki, create_ca, issue_client_cert
 from tests.harness.registry import RegistryFactory, RegistryServer
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def mtls_registry(tmp_path: Path, pki: Pki) -> Iterator[tuple[RegistryServer, Path]]:

@@ -52,6 +52,8 @@ from tests.harness.pki import Pki
 from tests.harness.releases import ReleaseServer
 from tests.harness.runtimes import Containerd, Podman, missing_runtime
 
+pytestmark = pytest.mark.e2e
+
 START_TIMEOUT = 60
 # SIGTERM is how a server is stopped: exit 0 and a line saying so, not an error
 STOPPED = "airgap: stopped serving (SIGTERM)\n"

@@ -31,6 +31,8 @@ from tests.harness.releases import ReleaseServer
 from tests.harness.skopeo import raw_manifest
 from tests.harness.tmpfs import mount_tmpfs, unmount
 
+pytestmark = pytest.mark.e2e
+
 PART = 32 << 10  # small parts of a small bundle: several, with members across them
 EPOCH = "1700000000"  # the same creation time for both collects: byte-identical bundles
 

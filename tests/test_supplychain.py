@@ -251,6 +251,7 @@ def _read_member(bundle: Path, name: str) -> bytes:
         return extracted.read()
 
 
+@pytest.mark.e2e
 def test_collect_carries_signatures_attestations_and_sboms_byte_for_byte(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -310,6 +311,7 @@ def test_collect_carries_signatures_attestations_and_sboms_byte_for_byte(
     ]
 
 
+@pytest.mark.e2e
 def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_source(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -344,6 +346,7 @@ def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_sour
     assert inspected["images"][0]["indexSignature"]["subject"] == upstream.multi.digest
 
 
+@pytest.mark.e2e
 def test_no_signatures_carries_none_and_drops_index_attestations(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -359,6 +362,7 @@ def test_no_signatures_carries_none_and_drops_index_attestations(
         assert f"images/blobs/sha256/{upstream.multi.digest[7:]}" not in tar.getnames()
 
 
+@pytest.mark.e2e
 def test_referrers_api_is_asked_and_paged(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -394,6 +398,7 @@ def test_referrers_api_is_asked_and_paged(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -447,6 +452,7 @@ def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
     assert rule["details"] == [f"{images[0]}: keyless {IDENTITY} ({ISSUER})"]
 
 
+@pytest.mark.e2e
 def test_tampered_signatures_are_named_with_their_reason(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -489,6 +495,7 @@ def test_tampered_signatures_are_named_with_their_reason(
     assert not output.exists()
 
 
+@pytest.mark.e2e
 def test_policy_mistakes_name_their_line(tmp_path: Path, upstream: Upstream) -> None:
     cases = {
         "requireSignatures:\n  keys: [missing.pub]\n": ":2: requireSignatures.keys[0]:",
@@ -519,6 +526,7 @@ def _import(bundle: Path, key: SigningKey, target: str, out: Path) -> dict[str, 
     return report
 
 
+@pytest.mark.e2e
 def test_import_puts_them_where_cosign_and_the_referrers_tag_look(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -581,6 +589,7 @@ def test_import_puts_them_where_cosign_and_the_referrers_tag_look(
     assert again["changed"] is False and again["manifests_pushed"] == 0
 
 
+@pytest.mark.e2e
 def test_import_uses_the_referrers_api_where_the_target_has_it(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -608,6 +617,7 @@ def test_import_uses_the_referrers_api_where_the_target_has_it(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -645,6 +655,7 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     assert sbom in degraded["message"], degraded["message"]
 
 
+@pytest.mark.e2e
 def test_verify_refuses_artifact_records_that_do_not_hold(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -677,6 +688,7 @@ def test_verify_refuses_artifact_records_that_do_not_hold(
         assert "artifact" in result.stderr and reason in result.stdout, (name, result.stdout)
 
 
+@pytest.mark.e2e
 def test_a_stale_referrers_tag_entry_is_skipped(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -698,6 +710,7 @@ def test_a_stale_referrers_tag_entry_is_skipped(
         server.stop()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -737,6 +750,7 @@ def test_a_hostile_referrers_answer_fails_collect_in_one_line(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_a_delta_relies_on_the_base_for_attached_blobs(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -840,6 +854,7 @@ def _v3_image(server: OciServer, up: Upstream, name: str) -> Descriptor:
     return image
 
 
+@pytest.mark.e2e
 def test_cosign3_sigstore_bundles_are_verified_offline_and_pushed_as_referrers(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -930,6 +945,7 @@ def test_cosign3_sigstore_bundles_are_verified_offline_and_pushed_as_referrers(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_serve_answers_cosign_lookups_of_carried_artifacts(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -974,6 +990,7 @@ def test_serve_answers_cosign_lookups_of_carried_artifacts(
         served.stop()
 
 
+@pytest.mark.unit
 def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
     """The pure check on its own: a message-signature bundle (hashedrekord entry) is
     accepted over the image's digest, a keyless one only if its certificate was valid
@@ -1070,6 +1087,7 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
         assert reason in str(raised.value) and "\n" not in str(raised.value), raised.value
 
 
+@pytest.mark.unit
 def test_a_real_fulcio_certificate_passes_path_validation_at_its_log_time() -> None:
     """The production Fulcio leaf (critical SAN holding only an e-mail, code signing, an
     embedded SCT list) chains through the real intermediate to the real root under the
