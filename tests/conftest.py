@@ -5,6 +5,8 @@ ephemeral ports and is stopped at teardown, also when tests fail.
 """
 
 pytest_plugins = [
+    # pytester: tests/test_tiers.py runs the tiers plugin on small inner suites
+    "pytester",
     # tier marks: every test in exactly one of unit / integration / e2e (tests/harness/tiers.py)
     "tests.harness.tiers",
     # autouse isolation: skopeo's config files, airgap's cache

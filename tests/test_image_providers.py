@@ -47,6 +47,7 @@ from tests.harness.providerimages import (
     standard_layers,
 )
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.tiers import need_tool
 
 if TYPE_CHECKING:
     from tests.harness.tamper import TarMember
@@ -542,8 +543,9 @@ def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
         src_registry=registry,
     )
     bundle = work / "unpacked"
+    umoci = need_tool("umoci")
     subprocess.run(
-        ["umoci", "raw", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)],
+        [umoci, "raw", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)],
         check=True,
         capture_output=True,
         timeout=60,
