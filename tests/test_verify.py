@@ -668,7 +668,7 @@ def image_not_in_the_layout_resigned_by_the_trusted_key(c: Corpus, out: Path) ->
 
 @case
 def index_json_names_another_digest(c: Corpus, out: Path) -> list[Expect]:
-    index = json.loads(_member(c, INDEX_JSON))
+    index = json.loads(tamper.member_data(c.good, INDEX_JSON))
     sidecar = next(i for i in c.manifest.images if "sidecar" in i.reference)
     for entry in index["manifests"]:
         if entry["annotations"]["org.opencontainers.image.ref.name"] == c.app.reference:
@@ -703,15 +703,11 @@ def blob_not_named_by_its_digest(c: Corpus, out: Path) -> list[Expect]:
     ]
 
 
-def _member(c: Corpus, name: str) -> bytes:
-    return next(m.data for m in tamper.read_members(c.good) if m.name == name)
-
-
 def _swap_app_manifest(c: Corpus, out: Path, data: bytes) -> str:
     """Replace the app's manifest by ``data`` everywhere (blob, index.json, manifest)
     and re-sign with the trusted key: only the layout checks can object."""
     digest = skopeo.digest_of(data)
-    index = json.loads(_member(c, INDEX_JSON))
+    index = json.loads(tamper.member_data(c.good, INDEX_JSON))
     for entry in index["manifests"]:
         if entry["digest"] == c.app.digest:
             entry["digest"], entry["size"] = digest, len(data)
@@ -743,7 +739,7 @@ def image_manifest_does_not_parse(c: Corpus, out: Path) -> list[Expect]:
 
 @case
 def image_manifest_descriptor_lies_about_a_size(c: Corpus, out: Path) -> list[Expect]:
-    manifest = json.loads(_member(c, blob_member(c.app.digest)))
+    manifest = json.loads(tamper.member_data(c.good, blob_member(c.app.digest)))
     layer = next(x for x in manifest["layers"] if x["digest"] == _digest(c.app_layer))
     real = layer["size"]
     layer["size"] = real + 1
@@ -759,7 +755,7 @@ def image_manifest_descriptor_lies_about_a_size(c: Corpus, out: Path) -> list[Ex
 
 @case
 def image_manifest_points_at_a_missing_blob(c: Corpus, out: Path) -> list[Expect]:
-    manifest = json.loads(_member(c, blob_member(c.app.digest)))
+    manifest = json.loads(tamper.member_data(c.good, blob_member(c.app.digest)))
     ghost = "sha256:" + "a" * 64
     manifest["layers"].append(
         {"mediaType": manifest["layers"][0]["mediaType"], "digest": ghost, "size": 1}
