@@ -29,7 +29,7 @@ from airgap.providers.types import ProviderType
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
@@ -217,7 +217,7 @@ def _collect(
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     path = write_spec(tmp_path / "spec.yaml", spec)
     output = tmp_path / "x.tar"
-    result = run_airgap("collect", path, "--sign-key", signing_key.private, "-o", output, env=env)
+    result = run_airgap(*collect_args(path, signing_key.private, output), env=env)
     return result, output
 
 

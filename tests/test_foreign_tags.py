@@ -24,7 +24,7 @@ from airgap.formats.yamlload import iter_documents
 from airgap.formats.yamlsafe import safe_load
 from airgap.formats.yamlskim import skim
 from tests.harness.bundle_fixtures import SigningKey
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.releases import ReleaseServer, make_metadata
 
 PYTHON_TAG = "!!python/object/apply:os.system ['touch /tmp/airgap-foreign-tag']"
@@ -66,7 +66,7 @@ def _collect(
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text)
     output = tmp_path / "bundle.tar"
-    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output, env=env)
+    result = run_airgap(*collect_args(spec, signing_key.private, output), env=env)
     line = assert_clean_failure(result, 2, "YAML tag", "outside YAML's core schema")
     assert not output.exists()
     assert not Path("/tmp/airgap-foreign-tag").exists()

@@ -36,7 +36,7 @@ from airgap.supplychain.sigstore import verify_bundle
 from tests.harness import browser, cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, collect_ok, run_airgap
 from tests.harness.images import Descriptor, OciLayout
 from tests.harness.importing import import_report
 from tests.harness.ociserver import OciServer
@@ -237,8 +237,7 @@ def _collect(
 ) -> tuple[Path, BundleManifest]:
     spec_path = write_spec(tmp_path / "spec.yaml", {"images": images, **spec})
     output = tmp_path / "bundle.tar"
-    result = run_airgap("collect", spec_path, "--sign-key", key.private, "-o", output, "-q", *args)
-    assert result.returncode == 0, result.stderr
+    collect_ok(spec_path, key.private, output, "-q", *args)
     return output, read_head(output).manifest
 
 

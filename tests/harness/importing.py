@@ -47,14 +47,24 @@ def run_import(
     )
 
 
+def quiet_import(
+    bundle: Path,
+    public_key: Path,
+    target: str,
+    *extra: str | Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``import BUNDLE --key PUB --registry TARGET -q EXTRA...``; the test inspects it."""
+    return run_airgap(
+        "import", bundle, "--key", public_key, "--registry", target, "-q", *extra, env=env
+    )
+
+
 def import_report(
     bundle: Path, public_key: Path, target: str, out: Path, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """A quiet import of ``bundle`` into ``target`` that must succeed; its
     import-report.json."""
-    result = run_airgap(
-        "import", bundle, "--key", public_key, "--registry", target, "--output-dir", out, "-q",
-        env=env,
-    )  # fmt: skip
+    result = quiet_import(bundle, public_key, target, "--output-dir", out, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     return cast(dict[str, Any], json.loads((out / "import-report.json").read_text()))
