@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,6 +25,15 @@ from tests.harness.importing import import_report
 from tests.harness.registry import RegistryFactory, RegistryServer
 
 pytestmark = pytest.mark.e2e
+
+
+def _import(
+    bundle: CollectedBundle, host: str, prefix: str, cache: Path, out: Path
+) -> dict[str, Any]:
+    """import_report with a cache directory of the test's own: the blob index it builds
+    is what is tested."""
+    env = {"AIRGAP_CACHE_DIR": str(cache)}
+    return import_report(bundle.path, bundle.key.public, f"{host}/{prefix}", out, env=env)
 
 
 def _assert_images_intact(bundle: CollectedBundle, registry: RegistryServer, prefix: str) -> None:
@@ -53,11 +63,6 @@ def _blob_requests(proxy: FaultProxy) -> list[tuple[str, int | str]]:
     ]
 
 
-def _cache(cache: Path) -> dict[str, str]:
-    """A cache directory of the test's own: the blob index it builds is what is tested."""
-    return {"AIRGAP_CACHE_DIR": str(cache)}
-
-
 def test_a_second_prefix_mounts_every_blob_and_uploads_none(
     capi_bundle: CollectedBundle,
     registry_factory: RegistryFactory,
@@ -67,13 +72,7 @@ def test_a_second_prefix_mounts_every_blob_and_uploads_none(
     registry = registry_factory("plain")
     proxy = fault_proxy_factory(registry)
     cache = tmp_path / "cache"
-    first = import_report(
-        capi_bundle.path,
-        capi_bundle.key.public,
-        f"{proxy.host}/one",
-        tmp_path / "one",
-        env=_cache(cache),
-    )
+    first = _import(capi_bundle, proxy.host, "one", cache, tmp_path / "one")
     assert first["blobs_uploaded"] > 0
     index_file = index_path(proxy.host, cache)
     assert index_file.is_file() and (index_file.stat().st_mode & 0o777) == 0o600
@@ -82,13 +81,7 @@ def test_a_second_prefix_mounts_every_blob_and_uploads_none(
     assert all(r.startswith("one/") for h in remembered["blobs"].values() for r in h)
 
     proxy.clear()
-    second = import_report(
-        capi_bundle.path,
-        capi_bundle.key.public,
-        f"{proxy.host}/two",
-        tmp_path / "two",
-        env=_cache(cache),
-    )
+    second = _import(capi_bundle, proxy.host, "two", cache, tmp_path / "two")
     assert (second["blobs_uploaded"], second["bytes_uploaded"]) == (0, 0)
     assert second["blobs_mounted"] == first["blobs_uploaded"] + first["blobs_mounted"]
     requests = _blob_requests(proxy)
@@ -118,13 +111,7 @@ def test_a_stale_or_forged_index_costs_an_upload_never_a_wrong_image(
     index_file.parent.mkdir(parents=True)
     index_file.write_text(json.dumps({"formatVersion": 1, "registry": proxy.host, "blobs": forged}))
 
-    report = import_report(
-        capi_bundle.path,
-        capi_bundle.key.public,
-        f"{proxy.host}/capi",
-        tmp_path / "out",
-        env=_cache(cache),
-    )
+    report = _import(capi_bundle, proxy.host, "capi", cache, tmp_path / "out")
     _assert_images_intact(capi_bundle, registry, "capi")
     reused = digests & decoy.blob_digests  # in decoy/app: mounted from there, correctly
     assert reused and report["blobs_uploaded"] > 0
@@ -135,13 +122,7 @@ def test_a_stale_or_forged_index_costs_an_upload_never_a_wrong_image(
     for digest in digests:  # the failed hints are forgotten, the truth is learned
         holders = learned.holders(digest)
         assert "ghost/never-pushed" not in holders and holders[0].startswith("capi/")
-    again = import_report(
-        capi_bundle.path,
-        capi_bundle.key.public,
-        f"{proxy.host}/again",
-        tmp_path / "again",
-        env=_cache(cache),
-    )
+    again = _import(capi_bundle, proxy.host, "again", cache, tmp_path / "again")
     assert again["blobs_uploaded"] == 0  # and the corrected index mounts everything
 
 
@@ -164,13 +145,7 @@ def test_a_corrupt_index_is_ignored_and_replaced(
     index_file = index_path(registry.host, cache)
     index_file.parent.mkdir(parents=True)
     index_file.write_bytes(content.replace(b"%s", registry.host.encode()))
-    report = import_report(
-        capi_bundle.path,
-        capi_bundle.key.public,
-        f"{registry.host}/capi",
-        tmp_path / "out",
-        env=_cache(cache),
-    )
+    report = _import(capi_bundle, registry.host, "capi", cache, tmp_path / "out")
     assert report["blobs_uploaded"] > 0
     _assert_images_intact(capi_bundle, registry, "capi")
     assert json.loads(index_file.read_text())["registry"] == registry.host
@@ -182,11 +157,5 @@ def test_an_unwritable_cache_only_costs_the_hint(
     registry = registry_factory("plain")
     cache = tmp_path / "cache"
     cache.write_text("a file where the cache directory should be\n")
-    report = import_report(
-        capi_bundle.path,
-        capi_bundle.key.public,
-        f"{registry.host}/capi",
-        tmp_path / "out",
-        env=_cache(cache),
-    )
+    report = _import(capi_bundle, registry.host, "capi", cache, tmp_path / "out")
     assert report["blobs_uploaded"] > 0 and os.path.isfile(cache)
