@@ -40,6 +40,7 @@ SCHEMA = Path(__file__).parent / "schemas" / "clusterresourceset-v1beta1.json"
 # --- the spec ----------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_spec_reads_manifests(tmp_path: Path) -> None:
     spec = spec_of(
         "manifests:\n"
@@ -54,6 +55,7 @@ def test_spec_reads_manifests(tmp_path: Path) -> None:
     assert spec.contents == spec.manifests
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "line", "needle"),
     [
@@ -76,6 +78,7 @@ def test_spec_errors_name_file_line_and_key(
     assert_spec_error(text, tmp_path, line, needle)
 
 
+@pytest.mark.unit
 def test_spec_credentials_never_in_errors(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         spec_of("manifests:\n  - {name: a, url: 'gopher://u:s3cret@x/a'}\n", tmp_path)
@@ -94,6 +97,7 @@ def documents(files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
     return list(yaml.safe_load_all(files[f"addons/{name}/configmap.yaml"]))
 
 
+@pytest.mark.unit
 def test_split_documents_keeps_every_byte() -> None:
     text = "# head\n---\na: 1\n--- # two\nb: 2\n---\n# only a comment\n---\nc: 3\n...\n"
     parts = split_documents(text)
@@ -104,6 +108,7 @@ def test_split_documents_keeps_every_byte() -> None:
     assert "c: 3" in parts[2] and "# only a comment" in parts[2]
 
 
+@pytest.mark.unit
 def test_small_manifest_is_one_configmap_and_a_valid_crs() -> None:
     text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n"
     files = addon_files("calico", "sha256-0123456789abcdef", text)
@@ -117,6 +122,7 @@ def test_small_manifest_is_one_configmap_and_a_valid_crs() -> None:
     assert selector_label("calico") == "airgap.io/addon-calico"
 
 
+@pytest.mark.unit
 def test_large_manifest_is_split_between_documents_under_1_mib() -> None:
     # 40 documents of ~100 KiB: about 4 MiB in all
     docs = [
@@ -140,6 +146,7 @@ def test_large_manifest_is_split_between_documents_under_1_mib() -> None:
     ]
 
 
+@pytest.mark.unit
 def test_one_document_too_large_fails_naming_the_addon() -> None:
     text = "a: 1\n---\nb: " + "y" * (MAX_CONFIGMAP_BYTES + 10) + "\n"
     with pytest.raises(AirgapError, match="addon huge: document 2 alone is too large"):
@@ -197,6 +204,7 @@ def addon_bundle(
     return output, {"app": app, "sidecar": sidecar}
 
 
+@pytest.mark.e2e
 def test_collect_carries_manifests_as_content(
     addon_bundle: tuple[Path, dict[str, str]], signing_key: SigningKey
 ) -> None:
@@ -210,6 +218,7 @@ def test_collect_carries_manifests_as_content(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_missing_manifest_url_fails_in_one_line(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -221,6 +230,7 @@ def test_missing_manifest_url_fails_in_one_line(
     assert_clean_failure(result, 1, "nope.yaml")
 
 
+@pytest.mark.e2e
 def test_import_writes_cluster_resource_sets_pointing_at_the_mirror(
     addon_bundle: tuple[Path, dict[str, str]],
     signing_key: SigningKey,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap
 from tests.harness.registry import RegistryFactory
@@ -25,6 +27,7 @@ def client_side_applies(text: str) -> list[str]:
     return [m.group(0) for m in _APPLY.finditer(text) if "--server-side" not in m.group(0)]
 
 
+@pytest.mark.unit
 def test_the_check_itself_tells_the_two_apart() -> None:
     assert client_side_applies("run `kubectl apply -k capi-out/operator/` now") == [
         "kubectl apply -k capi-out/operator/"
@@ -33,6 +36,7 @@ def test_the_check_itself_tells_the_two_apart() -> None:
     assert client_side_applies(f"`{COMMAND}` and\n#   {COMMAND}\n") == []
 
 
+@pytest.mark.unit
 def test_docs_and_sources_say_server_side() -> None:
     paths = [
         ROOT / "README.md",
@@ -55,6 +59,7 @@ def test_docs_and_sources_say_server_side() -> None:
     assert "256 KiB" in readme
 
 
+@pytest.mark.e2e
 def test_every_file_an_import_writes_says_server_side(
     capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:

@@ -92,6 +92,7 @@ SCALE_MEASUREMENTS = [
 PROVIDER_LINES = ["providers/collect", "providers/import", "providers/configmaps"]
 
 
+@pytest.mark.unit
 def test_tiny_figures_are_never_rounded_to_zero() -> None:
     """A 4 KiB workload that took 2.5 s on a loaded machine moves 0.0016 MiB/s: the
     figure stays positive (two significant figures), the table does not print 0.0."""
@@ -115,6 +116,7 @@ def test_tiny_figures_are_never_rounded_to_zero() -> None:
     assert row.startswith("| 4 tiny | airgap | 2.50 | 0.0016 |"), row
 
 
+@pytest.mark.unit
 def test_the_scale_run_says_whose_time_grew() -> None:
     """The scale run's time, user CPU and kernel CPU per byte over the same-shape run's,
     airgap and its registry together, each from the samples' own figures."""
@@ -157,6 +159,7 @@ def test_the_scale_run_says_whose_time_grew() -> None:
     assert _scale_note({"metrics": derive({}, [])}) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @needs_tools
 def test_quick_benchmark_reports_every_metric(tmp_path: Path) -> None:

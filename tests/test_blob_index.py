@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import pytest
@@ -19,29 +19,21 @@ from airgap.mirror.blobindex import MAX_HOLDERS, BlobIndex, index_path
 from airgap.oci.manifest import sha256_digest
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
-from tests.harness.cli import run_airgap
 from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.images import OciLayout, push_image
+from tests.harness.importing import import_report
 from tests.harness.registry import RegistryFactory, RegistryServer
+
+pytestmark = pytest.mark.e2e
 
 
 def _import(
     bundle: CollectedBundle, host: str, prefix: str, cache: Path, out: Path
 ) -> dict[str, Any]:
-    result = run_airgap(
-        "import",
-        bundle.path,
-        "--key",
-        bundle.key.public,
-        "--registry",
-        f"{host}/{prefix}",
-        "--output-dir",
-        out,
-        "-q",
-        env={"AIRGAP_CACHE_DIR": str(cache)},
-    )
-    assert result.returncode == 0, result.stderr
-    return cast(dict[str, Any], json.loads((out / "import-report.json").read_text()))
+    """import_report with a cache directory of the test's own: the blob index it builds
+    is what is tested."""
+    env = {"AIRGAP_CACHE_DIR": str(cache)}
+    return import_report(bundle.path, bundle.key.public, f"{host}/{prefix}", out, env=env)
 
 
 def _assert_images_intact(bundle: CollectedBundle, registry: RegistryServer, prefix: str) -> None:

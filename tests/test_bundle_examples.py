@@ -10,6 +10,8 @@ import pytest
 from airgap.collect.spec import load_spec
 from airgap.content.kinds import ContentKind
 
+pytestmark = pytest.mark.unit
+
 BUNDLES = sorted((Path(__file__).parent.parent / "bundles").glob("*.yaml"))
 
 

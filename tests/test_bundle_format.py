@@ -30,6 +30,8 @@ from airgap.formats import jsonsafe
 from airgap.oci.layout import index_json
 from airgap.oci.manifest import Descriptor
 
+pytestmark = pytest.mark.unit
+
 
 def _manifest() -> BundleManifest:
     return BundleManifest(

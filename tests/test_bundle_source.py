@@ -20,6 +20,8 @@ from airgap.bundle.parts import (
 from airgap.bundle.source import open_source
 from airgap.core.errors import BundleError, InputError
 
+pytestmark = pytest.mark.unit
+
 MiB = 1 << 20
 
 

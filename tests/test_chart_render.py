@@ -70,6 +70,7 @@ DEFAULT_REGISTRY_HELPER = """\
 """
 
 
+@pytest.mark.integration
 def test_a_default_registry_helper() -> None:
     values = {
         "global": {"registry": ""},
@@ -109,6 +110,7 @@ NULL_FILLED_HELPER = """\
 """
 
 
+@pytest.mark.integration
 def test_null_values_filled_by_an_image_name_helper() -> None:
     package_bytes = chart(
         "csi-driver-nfs",
@@ -137,6 +139,7 @@ TERNARY = """\
 """
 
 
+@pytest.mark.integration
 def test_a_tag_suffix_from_a_ternary() -> None:
     values = {
         "image": {"repository": "quay.io/calico/node", "tag": "v3.29.1", "distroless": True},
@@ -163,6 +166,7 @@ CAPABILITIES = """\
 """
 
 
+@pytest.mark.integration
 def test_a_version_computed_from_capabilities() -> None:
     package_bytes = chart(
         "aws-ccm", {"ccm.yaml": deployment(CAPABILITIES, "DaemonSet")}, {"image": {"tag": ""}}
@@ -186,6 +190,7 @@ HAS_KEY = """\
 """
 
 
+@pytest.mark.integration
 def test_images_chosen_by_has_key_over_a_map() -> None:
     values = {
         "images": {
@@ -202,6 +207,7 @@ def test_images_chosen_by_has_key_over_a_map() -> None:
     ]
 
 
+@pytest.mark.integration
 def test_a_base_repository_concatenated_in_front_of_every_image() -> None:
     containers = (
         '        - name: operator\n          image: "{{ .Values.baseRepo }}/{{ .Values.operator.name'
@@ -237,6 +243,7 @@ def subchart(name: str, image: str) -> bytes:
     )
 
 
+@pytest.mark.integration
 def test_dependencies_as_helm_enables_them() -> None:
     """A vendored dependency disabled by default (its condition), enabled by the user's
     values; another switched by ``tags``; an alias read under its own key."""
@@ -265,6 +272,7 @@ def test_dependencies_as_helm_enables_them() -> None:
     assert images(package_bytes, {"m2": {"on": False}}) == ["quay.io/p/parent:v1"]
 
 
+@pytest.mark.integration
 def test_a_dependency_fetched_beside_its_chart_renders_with_what_its_parent_gives_it() -> None:
     parent = chart(
         "argo-cd",
@@ -304,6 +312,7 @@ def test_a_dependency_fetched_beside_its_chart_renders_with_what_its_parent_give
     assert chart_images(family, settings, "argo-cd") == ["quay.io/argo/cd:v2"]
 
 
+@pytest.mark.integration
 def test_hooks_are_installed_and_test_hooks_are_not() -> None:
     job = (
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n"
@@ -326,6 +335,7 @@ def test_hooks_are_installed_and_test_hooks_are_not() -> None:
     ]
 
 
+@pytest.mark.integration
 def test_a_library_chart_renders_the_image() -> None:
     library = package(
         "common",
@@ -356,6 +366,7 @@ def test_a_library_chart_renders_the_image() -> None:
     ]
 
 
+@pytest.mark.integration
 def test_every_workload_kind_list_item_and_container_list() -> None:
     templates = {
         "cron.yaml": (
@@ -390,6 +401,7 @@ def test_every_workload_kind_list_item_and_container_list() -> None:
     ]
 
 
+@pytest.mark.integration
 def test_release_name_and_namespace_render_as_given() -> None:
     """An agent chart that must live in its own namespace refuses any other."""
     template = (
@@ -409,6 +421,7 @@ def test_release_name_and_namespace_render_as_given() -> None:
 # --- what Helm refuses ---------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_missing_required_value_or_a_schema_is_one_line_naming_the_chart() -> None:
     required = chart(
         "needs",
@@ -442,6 +455,7 @@ def test_a_missing_required_value_or_a_schema_is_one_line_naming_the_chart() -> 
     assert images(schemed, {"clusterName": "c"}) == ["quay.io/p/a:v1"]
 
 
+@pytest.mark.unit
 def test_values_merge_as_helm_merges_values_files_and_set() -> None:
     merged = merge_values(
         [
@@ -452,6 +466,7 @@ def test_values_merge_as_helm_merges_values_files_and_set() -> None:
     assert merged == {"image": {"repository": "a", "tag": "2"}, "list": [3], "drop": None}
 
 
+@pytest.mark.unit
 def test_render_settings_travel_as_canonical_json() -> None:
     settings = RenderSettings(
         {"b": 1, "a": {"z": None}}, "rel", "ns", "v1.31.0", ("monitoring.coreos.com/v1",)
@@ -471,6 +486,7 @@ def test_render_settings_travel_as_canonical_json() -> None:
 # --- the spec ------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_chart_entry_takes_values_files_values_and_capabilities(tmp_path: Path) -> None:
     (tmp_path / "values").mkdir()
     (tmp_path / "values" / "base.yaml").write_text(
@@ -509,6 +525,7 @@ def test_a_chart_entry_takes_values_files_values_and_capabilities(tmp_path: Path
     assert app.chart.render == RenderSettings({}, None, "default", DEFAULT_KUBE_VERSION)
 
 
+@pytest.mark.integration
 def test_a_chart_renders_for_the_highest_carried_kubernetes_version(tmp_path: Path) -> None:
     """The workload clusters a chart is installed on run the carried versions: with no
     kubeVersion of its own, a chart renders for the highest of them, not a fixed one."""
@@ -525,6 +542,7 @@ def test_a_chart_renders_for_the_highest_carried_kubernetes_version(tmp_path: Pa
     assert old.chart.render.kube_version == "v1.31.2"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("entry", "line", "needle"),
     [
@@ -555,6 +573,7 @@ def test_a_chart_entry_with_bad_render_settings_is_one_line(
     assert_spec_error(text + entry, tmp_path, line, needle)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("image", "needle"),
     [
@@ -571,6 +590,7 @@ def test_what_a_chart_renders_badly_is_one_line(image: str, needle: str) -> None
     assert needle in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.unit
 def test_a_package_helm_cannot_load_is_one_line() -> None:
     with pytest.raises(InputError, match=r"^g\.tgz: Helm cannot render it: "):
         chart_images([(b"\x1f\x8b not a chart", "g.tgz")], RenderSettings(), "g")

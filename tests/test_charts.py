@@ -66,6 +66,7 @@ def to_mirror(reference: str, digest: str | None = None) -> tuple[Reference, str
 # --- constraints and the spec --------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("version", "constraint", "expected"),
     [
@@ -92,6 +93,7 @@ def test_helm_constraints(version: str, constraint: str, expected: bool) -> None
     assert satisfies(version, constraint) is expected
 
 
+@pytest.mark.unit
 def test_best_version_and_bad_constraint() -> None:
     assert best(["1.0.0", "1.1.0", "2.0.0", "1.2.0-rc.1"], "^1.0.0") == "1.1.0"
     assert best(["1.0.0"], ">=2") is None
@@ -103,6 +105,7 @@ def test_best_version_and_bad_constraint() -> None:
             satisfies("1.2.3", constraint)
 
 
+@pytest.mark.unit
 def test_spec_reads_charts(tmp_path: Path) -> None:
     spec = spec_of(
         "charts:\n"
@@ -120,6 +123,7 @@ def test_spec_reads_charts(tmp_path: Path) -> None:
     assert spec.contents == spec.charts
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "line", "needle"),
     [
@@ -302,6 +306,7 @@ def lib_chart(version: str) -> bytes:
     )
 
 
+@pytest.mark.unit
 def test_index_section_is_parsed_alone() -> None:
     index = (
         "apiVersion: v1\nentries:\n  big:\n  - name: big\n    version: 1.0.0\n    urls:\n"
@@ -315,6 +320,7 @@ def test_index_section_is_parsed_alone() -> None:
         index_entries(index, "nope", "https://x/")
 
 
+@pytest.mark.unit
 def test_helm_config_follows_helm_field_order() -> None:
     config = helm_config(
         {"version": "1.0.0", "apiVersion": "v2", "name": "c", "appVersion": "v1", "zzz": 1}
@@ -451,6 +457,7 @@ def bundle_manifest(path: Path) -> dict[str, Any]:
         return cast(dict[str, Any], json.loads(member.read()))
 
 
+@pytest.mark.e2e
 def test_collect_carries_charts_byte_for_byte(
     chart_bundle: ChartBundle, signing_key: SigningKey
 ) -> None:
@@ -495,6 +502,7 @@ def test_collect_carries_charts_byte_for_byte(
     assert inventory["contents"][0]["provenance"] == web["provenance"]
 
 
+@pytest.mark.e2e
 def test_a_package_that_does_not_match_its_digest_fails(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -519,6 +527,7 @@ def test_a_package_that_does_not_match_its_digest_fails(
     assert "<function" not in line
 
 
+@pytest.mark.e2e
 def test_a_provenance_for_another_package_fails_collect(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey, gnupg: Path
 ) -> None:
@@ -537,6 +546,7 @@ def test_a_provenance_for_another_package_fails_collect(
     assert_clean_failure(result, 1, "chart lib 1.0.0: lib-1.0.0.tgz.prov: promises sha256:")
 
 
+@pytest.mark.e2e
 def test_an_oci_chart_by_constraint_takes_the_highest_matching_tag(
     tmp_path: Path, plain_registry: RegistryServer, signing_key: SigningKey
 ) -> None:
@@ -562,6 +572,7 @@ def test_an_oci_chart_by_constraint_takes_the_highest_matching_tag(
     assert_clean_failure(result, 1, "'^2.0'", "no tag matches", "0.4.1+build.1, 0.4.2-rc.1")
 
 
+@pytest.mark.e2e
 def test_a_keyring_verifies_the_provenance_signature(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey, gnupg: Path
 ) -> None:
@@ -609,6 +620,7 @@ def test_a_keyring_verifies_the_provenance_signature(
     assert_clean_failure(collect(own, "bare"), 1, where, "missing, and the entry's keyring")
 
 
+@pytest.mark.integration
 def test_hostile_keyrings_and_signatures_fail_in_one_line(gnupg: Path, tmp_path: Path) -> None:
     prov = sign_provenance(gnupg, "name: web\n", "web-1.2.0.tgz", b"package")
     key = export_public_key(gnupg, tmp_path, armor=False).read_bytes()
@@ -640,6 +652,7 @@ def test_hostile_keyrings_and_signatures_fail_in_one_line(gnupg: Path, tmp_path:
         assert str(caught.value).startswith(where)
 
 
+@pytest.mark.e2e
 def test_verify_checks_the_provenance_digest(
     chart_bundle: ChartBundle, tmp_path: Path, gnupg: Path
 ) -> None:
@@ -662,6 +675,7 @@ def clearsigned(body: str, header: str = "Hash: SHA512") -> bytes:
     return f"-----BEGIN PGP SIGNED MESSAGE-----\n{header}\n\n{body}{SIGNATURE}".encode()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("data", "error", "needle"),
     [
@@ -688,6 +702,7 @@ def test_hostile_provenance_fails_in_one_line(
     assert message.startswith(where) and needle in message and "\n" not in message
 
 
+@pytest.mark.e2e
 def test_import_pushes_oci_helm_charts_and_writes_values(
     chart_bundle: ChartBundle,
     signing_key: SigningKey,
@@ -765,6 +780,7 @@ def test_import_pushes_oci_helm_charts_and_writes_values(
     assert (out / "charts/repository/web-1.2.0.tgz.prov").read_bytes() == chart_bundle.prov
 
 
+@pytest.mark.e2e
 def test_status_asks_for_every_chart_and_names_a_lost_layer(
     chart_bundle: ChartBundle, signing_key: SigningKey, registry_factory: RegistryFactory
 ) -> None:
@@ -846,6 +862,7 @@ def agent_repository(release_server: ReleaseServer, images: dict[str, TestImage]
     return release_server.plain_url("agent-repo") + "/"
 
 
+@pytest.mark.e2e
 def test_collect_renders_with_the_entrys_values_and_import_proves_its_own(
     tmp_path: Path,
     release_server: ReleaseServer,
@@ -930,6 +947,7 @@ def test_collect_renders_with_the_entrys_values_and_import_proves_its_own(
     )
 
 
+@pytest.mark.e2e
 def test_an_image_values_cannot_point_at_the_mirror_fails_import_by_name(
     tmp_path: Path,
     release_server: ReleaseServer,
@@ -962,6 +980,7 @@ def test_an_image_values_cannot_point_at_the_mirror_fails_import_by_name(
     assert_clean_failure(result, 1, "chart agent 1.0.0: rendered with values-airgap.yaml", multi)
 
 
+@pytest.mark.e2e
 def test_without_helms_engine_a_chart_command_fails_in_one_line(
     tmp_path: Path,
     release_server: ReleaseServer,

@@ -24,6 +24,8 @@ from tests.harness.chartrepo import ChartRepository, other_loopback_host, packag
 from tests.harness.cli import run_airgap
 from tests.harness.pki import Pki
 
+pytestmark = pytest.mark.e2e
+
 USER, PASSWORD = "helm", "s3cr3t:pw"  # a ':' in the password, URL-encoded in the spec
 SECRETS = (PASSWORD, base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode())
 

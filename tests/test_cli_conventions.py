@@ -26,13 +26,13 @@ import pytest
 
 from airgap import __version__
 from airgap.providers.types import ProviderType
-from tests.conftest import PASSWORD, USERNAME
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import AIRGAP, assert_clean_failure, collect_args, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
+from tests.harness.registry_fixtures import PASSWORD, USERNAME
 from tests.harness.releases import ReleaseServer, make_release_files
 
 VENV_BIN = Path(sys.executable).parent
@@ -42,6 +42,7 @@ INFRA = ProviderType.INFRASTRUCTURE
 # -- version, python -m -----------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_version_flag_command_and_module_agree() -> None:
     expected = f"airgap {__version__}\n"
     for args in (["--version"], ["-V"], ["version"]):
@@ -88,6 +89,7 @@ def _bash_complete(*words: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if line]
 
 
+@pytest.mark.integration
 def test_bash_completion_completes_commands_and_options() -> None:
     assert _bash_complete("im") == ["import"]
     assert set(_bash_complete("")) >= {"collect", "import", "verify", "completion", "version"}
@@ -96,6 +98,7 @@ def test_bash_completion_completes_commands_and_options() -> None:
     assert _bash_complete("completion", "f") == ["fish"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("shell", "marker"),
     [("zsh", "#compdef airgap"), ("fish", "complete --no-files --command airgap")],
@@ -128,6 +131,7 @@ def small_bundle(
     return bundle, json.loads(result.stdout)
 
 
+@pytest.mark.e2e
 def test_collect_format_json_has_the_inventory_keys(
     small_bundle: tuple[Path, dict[str, object]],
 ) -> None:
@@ -138,6 +142,7 @@ def test_collect_format_json_has_the_inventory_keys(
     assert document == inventory
 
 
+@pytest.mark.e2e
 def test_import_format_json_is_the_report_file(
     tmp_path: Path,
     small_bundle: tuple[Path, dict[str, object]],
@@ -167,6 +172,7 @@ DEBUG_LINE = re.compile(
 )
 
 
+@pytest.mark.e2e
 def test_debug_logs_one_line_per_request_and_no_secret(
     small_bundle: tuple[Path, dict[str, object]],
     signing_key: SigningKey,
@@ -288,6 +294,7 @@ def _collect(
     )
 
 
+@pytest.mark.e2e
 def test_an_error_through_a_proxy_names_the_proxy(
     tmp_path: Path, signing_key: SigningKey, refusing_proxy: RefusingProxy
 ) -> None:
@@ -302,6 +309,7 @@ def test_an_error_through_a_proxy_names_the_proxy(
     assert refusing_proxy.requests == ["CONNECT registry.example.test:443 HTTP/1.1"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("variable", "value", "problem"),
     [
@@ -330,6 +338,7 @@ def test_a_proxy_variable_httpx_cannot_parse_is_one_line_naming_it(
     assert "proxy-s3cret" not in line and "\x1b" not in line
 
 
+@pytest.mark.e2e
 def test_a_redirect_to_a_proxied_host_names_the_proxy_and_both_urls(
     tmp_path: Path,
     signing_key: SigningKey,
@@ -374,6 +383,7 @@ def test_a_redirect_to_a_proxied_host_names_the_proxy_and_both_urls(
             assert f"(redirected from {release_server.url}/" in line, line
 
 
+@pytest.mark.e2e
 def test_no_proxy_and_loopback_go_direct(
     tmp_path: Path,
     signing_key: SigningKey,
@@ -393,6 +403,7 @@ def test_no_proxy_and_loopback_go_direct(
     assert refusing_proxy.requests == []
 
 
+@pytest.mark.e2e
 def test_a_registry_reached_through_a_plain_http_proxy_names_it(
     tmp_path: Path,
     signing_key: SigningKey,

@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 _NO_AUTHFILE = "Invalid value for '--authfile': File 'nosuch.json' does not exist"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -96,6 +97,7 @@ def test_usage_errors_are_one_line_with_exit_code_2(args: list[str], needle: str
     assert result.stdout == ""
 
 
+@pytest.mark.e2e
 def test_bare_airgap_prints_the_help_and_succeeds() -> None:
     result = run_airgap()
     assert result.returncode == 0, result.stderr
@@ -103,6 +105,7 @@ def test_bare_airgap_prints_the_help_and_succeeds() -> None:
     assert result.stderr == ""
 
 
+@pytest.mark.e2e
 def test_help_shows_every_command_summary_whole_within_80_columns() -> None:
     result = run_airgap("--help", env={"COLUMNS": "80"})
     assert result.returncode == 0
@@ -118,6 +121,7 @@ def test_help_shows_every_command_summary_whole_within_80_columns() -> None:
         assert " ".join(command.short_help.split()) in flowing, name
 
 
+@pytest.mark.unit
 def test_every_option_of_every_command_has_help_text() -> None:
     for name, command in cli.commands.items():
         for parameter in command.params:
@@ -125,6 +129,7 @@ def test_every_option_of_every_command_has_help_text() -> None:
                 assert parameter.help, f"airgap {name} {parameter.opts[0]} has no help text"
 
 
+@pytest.mark.e2e
 def test_configmaps_lists_only_the_flags_it_uses() -> None:
     result = run_airgap("configmaps", "--help")
     assert result.returncode == 0
@@ -144,6 +149,7 @@ def small_spec(tmp_path: Path, source_images: dict[str, TestImage]) -> Path:
     return write_spec(tmp_path / "spec.yaml", {"images": [source_images["app"].reference]})
 
 
+@pytest.mark.e2e
 def test_collect_refuses_a_missing_output_directory(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey
 ) -> None:
@@ -153,6 +159,7 @@ def test_collect_refuses_a_missing_output_directory(
     assert not (tmp_path / "unmounted").exists()
 
 
+@pytest.mark.e2e
 def test_collect_refuses_to_overwrite_a_bundle_without_force(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey
 ) -> None:
@@ -169,6 +176,7 @@ def test_collect_refuses_to_overwrite_a_bundle_without_force(
     assert run_airgap("verify", output, "--key", signing_key.public).returncode == 0
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "value", ["abc", "-5", "1.5", "99999999999999", "9" * 5000, "\u0661\u0662"]
 )
@@ -187,6 +195,7 @@ def test_collect_refuses_a_malformed_source_date_epoch_before_any_work(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # no staging left
 
 
+@pytest.mark.e2e
 def test_collect_stamps_source_date_epoch_up_to_the_last_second_of_9999(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey
 ) -> None:
@@ -204,6 +213,7 @@ def test_collect_stamps_source_date_epoch_up_to_the_last_second_of_9999(
     assert verified.returncode == 0, verified.stderr
 
 
+@pytest.mark.e2e
 def test_force_never_replaces_a_device_fifo_or_socket(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey
 ) -> None:
@@ -225,6 +235,7 @@ def test_force_never_replaces_a_device_fifo_or_socket(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "spec.yaml", "split.tar.000"]
 
 
+@pytest.mark.e2e
 def test_a_dash_is_not_taken_as_a_file_to_write(
     tmp_path: Path, small_spec: Path, signing_key: SigningKey
 ) -> None:
@@ -247,6 +258,7 @@ def test_a_dash_is_not_taken_as_a_file_to_write(
     assert sorted(p.name for p in work.iterdir()) == ["-", "-.pub"]
 
 
+@pytest.mark.e2e
 def test_a_registry_given_as_an_http_url_is_reached_over_plain_http(
     capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
@@ -264,6 +276,7 @@ def test_a_registry_given_as_an_http_url_is_reached_over_plain_http(
     assert "https://" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: SigningKey) -> None:
     """``--password-stdin`` read a whole line, so an endless pipe without a newline was
     read into memory; a password over 64 KiB is refused before anything else is done."""
@@ -281,6 +294,7 @@ def test_a_password_on_stdin_is_read_to_a_bound(tmp_path: Path, signing_key: Sig
 # -- policy files: FILE:LINE ----------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
@@ -313,6 +327,7 @@ def test_policy_errors_name_file_and_line(tmp_path: Path, content: str, expected
     assert str(caught.value).startswith(f"{policy}{expected}"), str(caught.value)
 
 
+@pytest.mark.e2e
 def test_policy_error_through_the_cli(tmp_path: Path, signing_key: SigningKey) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("requireDigests: true\nforbiddenTags: [latest]\nmaxAge: soon\n")
@@ -325,6 +340,7 @@ def test_policy_error_through_the_cli(tmp_path: Path, signing_key: SigningKey) -
 # -- version suggestions --------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_version_without_its_v_gets_a_suggestion(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -367,6 +383,7 @@ class RecordingPolicy(airgap_http.RetryPolicy):
         return chosen
 
 
+@pytest.mark.unit
 def test_a_name_that_does_not_resolve_is_not_retried() -> None:
     policy = RecordingPolicy(attempts=5, base_delay=0.01)
     with httpx.Client() as client, pytest.raises(NetworkError) as caught:
@@ -380,6 +397,7 @@ def test_a_name_that_does_not_resolve_is_not_retried() -> None:
     assert "cannot resolve the host name" in str(caught.value)
 
 
+@pytest.mark.integration
 def test_a_certificate_or_protocol_mismatch_is_not_retried(
     plain_registry: object,
 ) -> None:
@@ -392,6 +410,7 @@ def test_a_certificate_or_protocol_mismatch_is_not_retried(
     assert policy.delays == []
 
 
+@pytest.mark.integration
 def test_a_dropped_connection_is_still_retried() -> None:
     import socket
     import threading
@@ -423,6 +442,7 @@ def test_a_dropped_connection_is_still_retried() -> None:
     assert len(policy.delays) == 2
 
 
+@pytest.mark.unit
 def test_backoff_is_jittered_so_workers_do_not_retry_in_lockstep() -> None:
     policy = airgap_http.RetryPolicy(base_delay=1.0, max_delay=100.0)
     for attempt in range(4):
@@ -457,6 +477,7 @@ def _run_into_closed_pipe(*args: str | Path) -> subprocess.CompletedProcess[str]
         os.close(writer)
 
 
+@pytest.mark.e2e
 def test_output_into_a_closed_pipe_exits_0_quietly(capi_bundle: CollectedBundle) -> None:
     key = capi_bundle.key.public
     for args in (
@@ -493,6 +514,7 @@ def test_output_into_a_closed_pipe_exits_0_quietly(capi_bundle: CollectedBundle)
 # -- tables -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_tables_fit_100_columns_and_wide_shows_everything(capi_bundle: CollectedBundle) -> None:
     manifest = capi_bundle.manifest
     long_host = "registry.example.corporation.internal:5000/platform/mirrors/k8s"
@@ -525,6 +547,7 @@ def test_tables_fit_100_columns_and_wide_shows_everything(capi_bundle: Collected
 # -- packaging --------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_the_build_emits_no_setuptools_warnings(tmp_path: Path) -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert project["project"]["license"] == "Apache-2.0"  # an SPDX expression, not a table

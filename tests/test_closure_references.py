@@ -10,6 +10,8 @@ import pytest
 
 from airgap.mirror.closure import ReferenceScan, merged, references
 
+pytestmark = pytest.mark.unit
+
 DEPLOYMENT = """\
 apiVersion: apps/v1
 kind: Deployment

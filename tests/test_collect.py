@@ -31,6 +31,7 @@ def extracted(capi_bundle: CollectedBundle, tmp_path_factory: pytest.TempPathFac
     return target
 
 
+@pytest.mark.integration
 def test_every_image_digest_equals_the_source_registry(
     capi_bundle: CollectedBundle, extracted: Path
 ) -> None:
@@ -51,6 +52,7 @@ def test_every_image_digest_equals_the_source_registry(
             assert sha256_digest(raw) == source.digest
 
 
+@pytest.mark.integration
 def test_multi_arch_and_docker_images_are_complete(
     capi_bundle: CollectedBundle, extracted: Path
 ) -> None:
@@ -63,6 +65,7 @@ def test_multi_arch_and_docker_images_are_complete(
     assert multi.platforms == sorted(source.platforms) == ["linux/amd64", "linux/arm64/v8"]
 
 
+@pytest.mark.integration
 def test_shared_blobs_are_stored_once(
     capi_bundle: CollectedBundle, source_images: dict[str, TestImage]
 ) -> None:
@@ -75,6 +78,7 @@ def test_shared_blobs_are_stored_once(
         assert names[f"images/blobs/sha256/{digest.split(':', 1)[1]}"] == 1
 
 
+@pytest.mark.integration
 def test_signature_checks_with_the_public_key(capi_bundle: CollectedBundle) -> None:
     with tarfile.open(capi_bundle.path) as tar:
         assert tar.getnames()[:2] == [MANIFEST_NAME, SIGNATURE_NAME]
@@ -85,6 +89,7 @@ def test_signature_checks_with_the_public_key(capi_bundle: CollectedBundle) -> N
     assert len(base64.b64decode(signature)) == 64
 
 
+@pytest.mark.integration
 def test_manifest_records_providers_files_and_images(
     capi_bundle: CollectedBundle, extracted: Path
 ) -> None:
@@ -106,6 +111,7 @@ def test_manifest_records_providers_files_and_images(
     assert manifest.images[0].size > 0 and manifest.created.endswith("Z")
 
 
+@pytest.mark.e2e
 def test_inspect_shows_providers_and_images(capi_bundle: CollectedBundle) -> None:
     result = run_airgap("inspect", capi_bundle.path, "--format", "json")
     assert result.returncode == 0, result.stderr
@@ -119,6 +125,7 @@ def test_inspect_shows_providers_and_images(capi_bundle: CollectedBundle) -> Non
     assert "linux/amd64,linux/arm64/v8" in text.stdout
 
 
+@pytest.mark.e2e
 def test_platform_filter_keeps_only_wanted_platforms(
     tmp_path: Path, source_images: dict[str, TestImage], signing_key: SigningKey
 ) -> None:
@@ -139,6 +146,7 @@ def test_platform_filter_keeps_only_wanted_platforms(
     assert len(amd64_only) == 1
 
 
+@pytest.mark.e2e
 def test_registry_settings_ca_file_and_stored_credentials(
     tmp_path: Path,
     source_images: dict[str, TestImage],
@@ -180,6 +188,7 @@ def test_registry_settings_ca_file_and_stored_credentials(
     assert document["images"][0]["digest"] == secure.digest
 
 
+@pytest.mark.e2e
 def test_untrusted_tls_says_to_use_a_ca_file(
     tmp_path: Path, source_images: dict[str, TestImage], signing_key: SigningKey
 ) -> None:
@@ -190,6 +199,7 @@ def test_untrusted_tls_says_to_use_a_ca_file(
     assert_clean_failure(result, 1, "certificate", "ca")
 
 
+@pytest.mark.e2e
 def test_missing_release_file_names_the_url(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -218,6 +228,7 @@ def test_missing_release_file_names_the_url(
     assert not list(tmp_path.glob(".airgap-collect-*")) and not list(tmp_path.glob(".x.tar*"))
 
 
+@pytest.mark.e2e
 def test_missing_image_tag_names_the_image(
     tmp_path: Path, plain_registry: RegistryServer, signing_key: SigningKey
 ) -> None:
@@ -229,6 +240,7 @@ def test_missing_image_tag_names_the_image(
     assert_clean_failure(result, 1, missing, "404")
 
 
+@pytest.mark.e2e
 def test_unreachable_registry(tmp_path: Path, signing_key: SigningKey) -> None:
     spec = write_spec(tmp_path / "spec.yaml", {"images": ["127.0.0.1:9/nothing/here:v1"]})
     result = run_airgap(
@@ -237,6 +249,7 @@ def test_unreachable_registry(tmp_path: Path, signing_key: SigningKey) -> None:
     assert_clean_failure(result, 1, "127.0.0.1:9", "cannot connect")
 
 
+@pytest.mark.e2e
 def test_corrupt_registry_blob_aborts_naming_the_image(
     tmp_path: Path,
     registry_factory: RegistryFactory,
@@ -262,6 +275,7 @@ def test_corrupt_registry_blob_aborts_naming_the_image(
     assert not output.exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("spec_text", "needles"),
     [
@@ -282,6 +296,7 @@ def test_bad_spec_is_a_usage_error(
     assert_clean_failure(result, 2, "spec.yaml", *needles)
 
 
+@pytest.mark.e2e
 def test_unknown_provider_name_names_the_line_and_the_closest_names(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -307,12 +322,14 @@ def test_unknown_provider_name_names_the_line_and_the_closest_names(
     assert not (tmp_path / "x.tar").exists()
 
 
+@pytest.mark.e2e
 def test_missing_sign_key_is_a_usage_error(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "spec.yaml", {"images": ["127.0.0.1:9/x:v1"]})
     result = run_airgap("collect", spec, "--sign-key", tmp_path / "nokey", "-o", tmp_path / "x.tar")
     assert_clean_failure(result, 2, "nokey")
 
 
+@pytest.mark.e2e
 def test_keygen_then_collect_from_the_cli(
     tmp_path: Path, source_images: dict[str, TestImage]
 ) -> None:
@@ -321,6 +338,7 @@ def test_keygen_then_collect_from_the_cli(
     assert_clean_failure(again, 2, "already exists")
 
 
+@pytest.mark.e2e
 def test_pull_mirror_keeps_the_original_reference(
     tmp_path: Path,
     source_images: dict[str, TestImage],
@@ -344,6 +362,7 @@ def test_pull_mirror_keeps_the_original_reference(
     assert sha256_digest(skopeo.raw_manifest_oci(tmp_path / "x/images", upstream)) == app.digest
 
 
+@pytest.mark.unit
 def test_example_specs_are_valid() -> None:
     from airgap.collect.spec import load_spec
 
@@ -353,6 +372,7 @@ def test_example_specs_are_valid() -> None:
         assert load_spec(path).providers, path
 
 
+@pytest.mark.e2e
 def test_every_failure_of_a_collect_is_reported_in_one_run(
     tmp_path: Path,
     plain_registry: RegistryServer,

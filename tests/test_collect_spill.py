@@ -8,9 +8,13 @@ import os
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from airgap.bundle.writer import PlannedMember, Sink, TarPlan
 from airgap.oci.layout import index_json, write_index_json
 from airgap.oci.manifest import DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, Descriptor
+
+pytestmark = pytest.mark.unit
 
 
 def test_staged_index_json_is_the_index_collect_held_before(tmp_path: Path) -> None:

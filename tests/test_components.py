@@ -9,6 +9,8 @@ from airgap.providers.components import Variable, find_images, find_variables
 from airgap.providers.types import ProviderType
 from tests.harness.releases import make_components
 
+pytestmark = pytest.mark.unit
+
 SRC = "infrastructure-components.yaml"
 
 ALL_KINDS = """\

@@ -311,6 +311,7 @@ EXPECTED_NAMESPACES = {
 }
 
 
+@pytest.mark.e2e
 def test_one_configmap_per_provider_version_with_rewritten_components(
     capi_bundle: CollectedBundle, capi_op: Operator, capi_out: Path
 ) -> None:
@@ -339,6 +340,7 @@ def test_one_configmap_per_provider_version_with_rewritten_components(
         assert text != originals[record.components].decode()  # rewritten
 
 
+@pytest.mark.e2e
 def test_provider_crs_select_exactly_their_configmaps_and_agree_on_versions(
     capi_bundle: CollectedBundle, capi_op: Operator
 ) -> None:
@@ -368,6 +370,7 @@ def test_provider_crs_select_exactly_their_configmaps_and_agree_on_versions(
     assert selected(boot, capi_op.configmaps) != selected(cp, capi_op.configmaps)
 
 
+@pytest.mark.e2e
 def test_kustomization_lists_namespaces_configmaps_secrets_core_then_others(
     capi_op: Operator,
 ) -> None:
@@ -385,6 +388,7 @@ def test_kustomization_lists_namespaces_configmaps_secrets_core_then_others(
     )
 
 
+@pytest.mark.e2e
 def test_kubectl_kustomize_builds_the_tree(capi_op: Operator) -> None:
     built = kustomize(capi_op.root)
     assert len(built) == len(capi_op.all())
@@ -395,6 +399,7 @@ def test_kubectl_kustomize_builds_the_tree(capi_op: Operator) -> None:
             assert obj.get(field) == original.get(field), (obj["kind"], field)
 
 
+@pytest.mark.e2e
 def test_variables_secrets_and_table(
     capi_bundle: CollectedBundle, capi_op: Operator, capi_out: Path
 ) -> None:
@@ -433,6 +438,7 @@ def test_variables_secrets_and_table(
     assert required_names == {"`PROVIDER_CREDENTIALS`"}
 
 
+@pytest.mark.e2e
 def test_clusterctl_repository_with_file_urls(
     capi_bundle: CollectedBundle, capi_op: Operator, capi_out: Path
 ) -> None:
@@ -459,12 +465,14 @@ def test_clusterctl_repository_with_file_urls(
         assert path.read_bytes() == components_of(cm)
 
 
+@pytest.mark.e2e
 def test_no_github_token_anywhere(capi_out: Path) -> None:
     for name, data in read_tree(capi_out).items():
         assert b"github-token" not in data.lower(), name
         assert b"GITHUB_TOKEN" not in data, name
 
 
+@pytest.mark.e2e
 def test_output_is_deterministic(
     capi_bundle: CollectedBundle, capi_out: Path, tmp_path: Path
 ) -> None:
@@ -485,6 +493,7 @@ def test_output_is_deterministic(
     assert other == trees[0]
 
 
+@pytest.mark.e2e
 def test_namespace_option_puts_everything_in_one(
     capi_bundle: CollectedBundle, tmp_path: Path
 ) -> None:
@@ -503,6 +512,7 @@ def test_namespace_option_puts_everything_in_one(
     assert len(op.configmaps) == len(capi_bundle.manifest.providers)
 
 
+@pytest.mark.e2e
 def test_configmaps_needs_output_dir(capi_bundle: CollectedBundle) -> None:
     result = run_airgap(*configmaps_args(capi_bundle.path, capi_bundle.key.public, None))
     assert_clean_failure(result, 2, "--output-dir")
@@ -511,6 +521,7 @@ def test_configmaps_needs_output_dir(capi_bundle: CollectedBundle) -> None:
     assert_clean_failure(result, 2, "output directory /dev/null is not a directory")
 
 
+@pytest.mark.e2e
 def test_wrong_key_writes_nothing(
     capi_bundle: CollectedBundle, tmp_path: Path, signing_key: SigningKey
 ) -> None:
@@ -523,6 +534,7 @@ def test_wrong_key_writes_nothing(
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_import_writes_the_same_operator_tree_as_configmaps(
     capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
@@ -692,6 +704,7 @@ def multi_bundle(
     )
 
 
+@pytest.mark.e2e
 def test_several_versions_one_cr_installing_the_first_listed(
     multi_bundle: Path, signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -759,6 +772,7 @@ def big_bundle(
     )
 
 
+@pytest.mark.e2e
 def test_big_components_are_compressed_into_binary_data(
     big_bundle: Path, signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -817,6 +831,7 @@ def huge_bundle(
     )
 
 
+@pytest.mark.e2e
 def test_too_large_even_compressed_fails_pointing_to_oci(
     huge_bundle: Path, signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -828,6 +843,7 @@ def test_too_large_even_compressed_fails_pointing_to_oci(
     assert not list(tmp_path.iterdir())  # no staging directory left behind either
 
 
+@pytest.mark.e2e
 def test_import_of_a_too_large_provider_fails_without_writing(
     huge_bundle: Path, signing_key: SigningKey, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
@@ -851,6 +867,7 @@ def test_import_of_a_too_large_provider_fails_without_writing(
     assert catalog["repositories"] == []
 
 
+@pytest.mark.e2e
 def test_too_large_provider_travels_by_the_oci_source(
     huge_bundle: Path,
     signing_key: SigningKey,
@@ -957,6 +974,7 @@ def no_docker_config(
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
 
 
+@pytest.mark.e2e
 def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     capi_bundle: CollectedBundle,
     capi_op: Operator,
@@ -1022,6 +1040,7 @@ def test_oci_source_publishes_artifacts_and_points_crs_at_them(
     assert read_tree(again / "operator") == first
 
 
+@pytest.mark.unit
 def test_parse_oci_source_as_the_operator_does() -> None:
     """The cases of the operator's oci_source_parse_test.go."""
     assert parse_oci_source("registry.io/provider:v1.0.0", "v0.0.1") == (
@@ -1041,6 +1060,7 @@ def test_parse_oci_source_as_the_operator_does() -> None:
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["basic", "token"])
 def test_oci_source_from_a_registry_with_a_password(
     mode: str,

@@ -54,6 +54,7 @@ NO_ENV: dict[str, str] = {}
 # --- the spec --------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_spec_reads_cert_manager_operator_and_templates(tmp_path: Path) -> None:
     spec = spec_of(
         "certManager: {version: v1.16.1}\n"
@@ -72,6 +73,7 @@ def test_spec_reads_cert_manager_operator_and_templates(tmp_path: Path) -> None:
     assert spec_of("certManager: {version: latest}\n", tmp_path).templates is True
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "line", "needle"),
     [
@@ -90,6 +92,7 @@ def test_spec_errors_name_file_line_and_key(
     assert_spec_error(text, tmp_path, line, needle)
 
 
+@pytest.mark.e2e
 def test_spec_error_through_the_cli(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text("providers: []\noperator: {version: v0.24.0, chart: true}\n")
@@ -108,6 +111,7 @@ def operator_images(values: dict[str, Any]) -> list[str]:
     return chart_images([(package, "chart.tgz")], RenderSettings(values), "cluster-api-operator")
 
 
+@pytest.mark.unit
 def test_helm_renders_the_operator_image() -> None:
     chart = read_chart(operator_chart(OPERATOR_IMAGE), "chart.tgz")
     assert (chart.name, chart.version, chart.app_version) == (
@@ -119,6 +123,7 @@ def test_helm_renders_the_operator_image() -> None:
     assert operator_chart_file(OPERATOR_VERSION) == "cluster-api-operator-0.24.0.tgz"
 
 
+@pytest.mark.unit
 def test_values_overrides_point_the_chart_at_the_mirror() -> None:
     package = operator_chart(OPERATOR_IMAGE)
     computed = install_values([(package, "chart.tgz")], {})
@@ -154,6 +159,7 @@ def chart_package(files: dict[str, bytes], top: str = "c") -> bytes:
     return gzip.compress(raw.getvalue())
 
 
+@pytest.mark.unit
 def test_chart_values_shapes() -> None:
     values = {
         "image": "quay.io/a/b:v1",
@@ -194,6 +200,7 @@ def test_chart_values_shapes() -> None:
     assert split["image"] == "m.local/p/x/y:1.0"  # a string stays whole
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("package", "needle"),
     [
@@ -214,6 +221,7 @@ def test_hostile_chart_packages_are_one_line_errors(package: bytes, needle: str)
         read_chart(package, "hostile.tgz")
 
 
+@pytest.mark.unit
 def test_a_chart_bomb_is_refused_before_it_unpacks() -> None:
     bomb = gzip.compress(b"\0" * (101 << 20), compresslevel=9)  # ~100 KiB on disk
     assert len(bomb) < 1 << 20
@@ -221,6 +229,7 @@ def test_a_chart_bomb_is_refused_before_it_unpacks() -> None:
         read_chart(bomb, "bomb.tgz")
 
 
+@pytest.mark.unit
 def test_a_chart_file_over_helms_limit_is_refused() -> None:
     package = chart_package({"Chart.yaml": b"name: c\nversion: 1\n" + b"#" * (5 << 20) + b"\n"})
     with pytest.raises(InputError, match="larger than 5 MiB"):
@@ -230,6 +239,7 @@ def test_a_chart_file_over_helms_limit_is_refused() -> None:
 # --- release sources list their files ----------------------------------------------------
 
 
+@pytest.mark.unit
 def test_index_page_files() -> None:
     page = (
         '<a href="../">..</a><a href="?C=M;O=A">sort</a><a href="sub/">d</a>'
@@ -256,6 +266,7 @@ def provider_release(server: ReleaseServer, *, prefix: str) -> dict[str, bytes]:
     return files
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["github", "file", "plain-indexed", "plain"])
 def test_templates_from_every_source_type(
     release_server: ReleaseServer, tmp_path: Path, kind: str
@@ -298,6 +309,7 @@ def test_templates_from_every_source_type(
     assert len(fetched.unresolved) == 1 and "CUSTOM_IMAGE" in fetched.unresolved[0]
 
 
+@pytest.mark.integration
 def test_operator_without_chart_and_pinned_url(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:
@@ -315,6 +327,7 @@ def test_operator_without_chart_and_pinned_url(
             request_for(ContentSpec(ContentKind.OPERATOR, "v0.1.0", pinned), client)
 
 
+@pytest.mark.integration
 def test_plain_directory_tries_the_optional_chart(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:
@@ -339,6 +352,7 @@ def test_plain_directory_tries_the_optional_chart(
     ]
 
 
+@pytest.mark.integration
 def test_missing_required_file_names_the_release(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:
@@ -354,6 +368,7 @@ def test_missing_required_file_names_the_release(
 # --- collect -------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_management_bundle_holds_every_kind(management_bundle: ManagementBundle) -> None:
     manifest = management_bundle.manifest
     kinds = [(c.kind, c.name, c.version) for c in manifest.contents]
@@ -386,6 +401,7 @@ def test_management_bundle_holds_every_kind(management_bundle: ManagementBundle)
         assert set(content.images) <= listed
 
 
+@pytest.mark.integration
 def test_bundle_files_are_the_released_bytes(management_bundle: ManagementBundle) -> None:
     members = {m.name: m.data for m in tamper.read_members(management_bundle.path)}
     images = management_bundle.images
@@ -405,6 +421,7 @@ def test_bundle_files_are_the_released_bytes(management_bundle: ManagementBundle
             assert records[name].sha256 == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.e2e
 def test_templates_false_collects_none(management_bundle: ManagementBundle, tmp_path: Path) -> None:
     spec = management_spec(management_bundle.release_url, templates=False)
     spec["certManager"] = None
@@ -421,6 +438,7 @@ def test_templates_false_collects_none(management_bundle: ManagementBundle, tmp_
 # --- verify, inventory, policy -------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_verify_reports_contents(management_bundle: ManagementBundle) -> None:
     result = run_airgap("verify", management_bundle.path, "--key", management_bundle.key.public)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -439,6 +457,7 @@ def test_verify_reports_contents(management_bundle: ManagementBundle) -> None:
     assert inspect["contents"] == report["contents"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sbom", ["spdx", "cyclonedx"])
 def test_sbom_lists_content_files(management_bundle: ManagementBundle, sbom: str) -> None:
     result = run_airgap(
@@ -467,6 +486,7 @@ def test_sbom_lists_content_files(management_bundle: ManagementBundle, sbom: str
             assert found[path] == records[path]
 
 
+@pytest.mark.e2e
 def test_policy_required_content(management_bundle: ManagementBundle, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("requiredContent: [certManager, operator, templates]\n")
@@ -509,6 +529,7 @@ def edit_content(index: int, **changes: Any) -> Callable[[BundleManifest], Bundl
     return edit
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
@@ -559,6 +580,7 @@ def test_verify_refuses_forged_content_records(
     assert any(needle in f["message"] for f in failures), failures
 
 
+@pytest.mark.e2e
 def test_verify_refuses_a_chart_that_is_not_what_its_name_says(
     management_bundle: ManagementBundle, tmp_path: Path
 ) -> None:

@@ -29,7 +29,7 @@ from airgap.providers.types import ProviderType
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
@@ -48,12 +48,14 @@ def member(name: str, contract: str, core: bool = False) -> ContractMember:
     return ContractMember(name, contract, core)
 
 
+@pytest.mark.unit
 def test_the_table_is_clusterctls() -> None:
     assert compatible_contracts("v1beta2") == ("v1beta2", "v1beta1")
     assert compatible_contracts("v1beta1") == ("v1beta1",)
     assert compatible_contracts("v1alpha4") == ("v1alpha4",)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("core", "provider", "compatible"),
     [
@@ -78,6 +80,7 @@ def test_compatibility(core: str, provider: str, compatible: bool) -> None:
         )
 
 
+@pytest.mark.unit
 def test_core_versions_must_agree_and_no_core_means_nothing_to_check() -> None:
     problems = contract_problems(
         [member("a", "v1beta1", True), member("b", "v1beta2", True), member("x", "v1beta2")]
@@ -158,6 +161,7 @@ def vsphere_corp_spec(path: Path, image: str) -> Path:
     return write_spec(path, {"providers": example["providers"], "images": [image]})
 
 
+@pytest.mark.e2e
 def test_vsphere_corp_shape_collects_verifies_and_imports(
     vsphere_world: ReleaseServer,
     source_images: dict[str, TestImage],
@@ -213,10 +217,11 @@ def _collect(
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     path = write_spec(tmp_path / "spec.yaml", spec)
     output = tmp_path / "x.tar"
-    result = run_airgap("collect", path, "--sign-key", signing_key.private, "-o", output, env=env)
+    result = run_airgap(*collect_args(path, signing_key.private, output), env=env)
     return result, output
 
 
+@pytest.mark.e2e
 def test_incompatible_provider_fails_at_collect_before_any_image(
     vsphere_world: ReleaseServer,
     source_images: dict[str, TestImage],
@@ -266,6 +271,7 @@ def test_incompatible_provider_fails_at_collect_before_any_image(
     assert not list(tmp_path.glob(".airgap-collect-*"))
 
 
+@pytest.mark.e2e
 def test_core_versions_disagreeing_fail_at_collect(
     vsphere_world: ReleaseServer, signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -310,6 +316,7 @@ def _with_contracts(
     return tamper.resign(bundle.path, out, bundle.key.private, replace=replace, edit=edit)
 
 
+@pytest.mark.e2e
 def test_verify_accepts_v1beta1_providers_next_to_a_v1beta2_core(
     capi_bundle: CollectedBundle, tmp_path: Path
 ) -> None:
@@ -329,6 +336,7 @@ def test_verify_accepts_v1beta1_providers_next_to_a_v1beta2_core(
     assert {p["name"]: p["contract"] for p in report["providers"]}["odd"] == "v1beta1"
 
 
+@pytest.mark.e2e
 def test_verify_refuses_a_v1alpha4_provider_next_to_a_v1beta2_core(
     capi_bundle: CollectedBundle, tmp_path: Path
 ) -> None:

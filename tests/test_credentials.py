@@ -10,6 +10,7 @@ from airgap.registry import credentials
 from airgap.registry.auth import parse_challenge
 
 
+@pytest.mark.unit
 def test_parse_bearer_challenge() -> None:
     challenge = parse_challenge(
         'Bearer realm="https://auth.example/token",service="registry.example",'
@@ -36,6 +37,7 @@ def _auth(user: str, password: str) -> str:
     return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
+@pytest.mark.unit
 def test_docker_config_auths(isolated: Path) -> None:
     (isolated / "docker" / "config.json").write_text(
         json.dumps(
@@ -53,6 +55,7 @@ def test_docker_config_auths(isolated: Path) -> None:
     assert "p:w" not in repr(credentials.lookup("reg.example:5000"))
 
 
+@pytest.mark.unit
 def test_registry_auth_file_wins(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (isolated / "docker" / "config.json").write_text(
         json.dumps({"auths": {"reg.example": {"auth": _auth("docker", "1")}}})
@@ -63,6 +66,7 @@ def test_registry_auth_file_wins(isolated: Path, monkeypatch: pytest.MonkeyPatch
     assert credentials.lookup("reg.example") == credentials.Credentials("podman", "2")
 
 
+@pytest.mark.integration
 def test_credential_helper_is_executed(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = isolated / "bin"
     bin_dir.mkdir()
@@ -79,6 +83,7 @@ def test_credential_helper_is_executed(isolated: Path, monkeypatch: pytest.Monke
     assert credentials.lookup("reg.example") == credentials.Credentials("helper", "tok")
 
 
+@pytest.mark.integration
 def test_missing_helper_is_a_clear_error(isolated: Path) -> None:
     (isolated / "docker" / "config.json").write_text(json.dumps({"credsStore": "nonexistent"}))
     with pytest.raises(Exception, match="docker-credential-nonexistent"):
@@ -110,6 +115,7 @@ def _write_auths(path: Path, auths: dict[str, dict[str, str]]) -> None:
     path.write_text(json.dumps({"auths": auths}))
 
 
+@pytest.mark.unit
 def test_files_are_read_in_podmans_order(
     homes: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +130,7 @@ def test_files_are_read_in_podmans_order(
     assert credentials.lookup("reg.example") is None
 
 
+@pytest.mark.unit
 def test_runtime_dir_defaults_to_run_containers_uid(
     homes: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,6 +140,7 @@ def test_runtime_dir_defaults_to_run_containers_uid(
     assert paths[1:] == [homes["config"], homes["docker"]]
 
 
+@pytest.mark.unit
 def test_an_explicit_authfile_is_the_only_file_read(homes: dict[str, Path], tmp_path: Path) -> None:
     _write_auths(homes["docker"], {"reg.example": {"auth": _auth("docker", "pw")}})
     _write_auths(homes["runtime"], {"other.example": {"auth": _auth("podman", "pw")}})
@@ -143,6 +151,7 @@ def test_an_explicit_authfile_is_the_only_file_read(homes: dict[str, Path], tmp_
     assert found is not None and found.username == "given"
 
 
+@pytest.mark.unit
 def test_the_most_specific_repository_key_wins(homes: dict[str, Path]) -> None:
     _write_auths(
         homes["runtime"],
@@ -172,6 +181,7 @@ def test_the_most_specific_repository_key_wins(homes: dict[str, Path]) -> None:
     ]
 
 
+@pytest.mark.unit
 def test_a_file_that_knows_the_repository_wins_over_a_later_more_specific_one(
     homes: dict[str, Path],
 ) -> None:
@@ -182,12 +192,14 @@ def test_a_file_that_knows_the_repository_wins_over_a_later_more_specific_one(
     assert found is not None and found.username == "runtime-host"
 
 
+@pytest.mark.unit
 def test_legacy_url_keys_stand_for_their_host(homes: dict[str, Path]) -> None:
     _write_auths(homes["docker"], {"https://reg.example:5000/v1/": {"auth": _auth("old", "pw")}})
     found = credentials.lookup("reg.example:5000", "team/app")
     assert found is not None and found.username == "old"
 
 
+@pytest.mark.unit
 def test_identity_tokens_are_kept_apart_and_never_shown(homes: dict[str, Path]) -> None:
     _write_auths(
         homes["docker"],
@@ -203,6 +215,7 @@ def test_identity_tokens_are_kept_apart_and_never_shown(homes: dict[str, Path]) 
     assert "refresh" not in repr(a) and "refresh" not in repr(b)
 
 
+@pytest.mark.integration
 def test_a_helper_answering_token_gives_an_identity_token(
     homes: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,6 +229,7 @@ def test_a_helper_answering_token_gives_an_identity_token(
     assert credentials.lookup("reg.example") == credentials.Credentials("<token>", "", "refresh-3")
 
 
+@pytest.mark.unit
 def test_a_credentials_file_that_is_not_json_is_one_line(homes: dict[str, Path]) -> None:
     homes["runtime"].write_text("{not json")
     with pytest.raises(InputError, match=r"cannot read credentials file .*auth\.json"):
@@ -229,6 +243,7 @@ def test_a_credentials_file_that_is_not_json_is_one_line(homes: dict[str, Path])
         credentials.lookup("reg.example")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("script", "mode", "message"),
     [

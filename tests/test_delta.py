@@ -17,6 +17,7 @@ import tarfile
 from pathlib import Path
 
 import httpx
+import pytest
 
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
 from airgap.bundle.manifest import BundleManifest
@@ -71,6 +72,7 @@ def target_of(image: TestImage, registry: RegistryServer) -> str:
     return f"{registry.host}/{PREFIX}/{image.repository}:{image.tag}"
 
 
+@pytest.mark.integration
 def test_a_one_image_change_carries_only_the_changed_blobs(delta_bundles: DeltaBundles) -> None:
     delta = carried_blobs(delta_bundles.one_delta)
     whole = carried_blobs(delta_bundles.one)
@@ -96,6 +98,7 @@ def test_a_one_image_change_carries_only_the_changed_blobs(delta_bundles: DeltaB
     assert set(app.needs) == delta_bundles.images["app_v2"].blob_digests - changed
 
 
+@pytest.mark.e2e
 def test_verify_checks_what_it_carries_and_lists_what_it_needs(
     delta_bundles: DeltaBundles,
 ) -> None:
@@ -124,6 +127,7 @@ def test_verify_checks_what_it_carries_and_lists_what_it_needs(
     assert "RELIES ON" in text.stdout
 
 
+@pytest.mark.e2e
 def test_verify_refuses_a_delta_that_hides_a_missing_blob(
     delta_bundles: DeltaBundles, tmp_path: Path
 ) -> None:
@@ -155,6 +159,7 @@ def test_verify_refuses_a_delta_that_hides_a_missing_blob(
     assert f"relies on '{dropped}', which delta.needs does not list" in result.stdout
 
 
+@pytest.mark.e2e
 def test_a_delta_into_a_registry_without_its_base_fails_and_pushes_nothing(
     delta_bundles: DeltaBundles, registry_factory: RegistryFactory
 ) -> None:
@@ -186,6 +191,7 @@ def test_a_delta_into_a_registry_without_its_base_fails_and_pushes_nothing(
     assert all(s["state"] == "absent" and "import its base first" in s["detail"] for s in states)
 
 
+@pytest.mark.e2e
 def test_base_then_delta_resolves_every_image_with_source_digests(
     delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
@@ -219,6 +225,7 @@ def test_base_then_delta_resolves_every_image_with_source_digests(
     assert status.returncode == 0, status.stdout
 
 
+@pytest.mark.e2e
 def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_path: Path) -> None:
     with tarfile.open(delta_bundles.old) as tar:
         extract(tar, tmp_path, [tar.getmember(MANIFEST_NAME), tar.getmember(SIGNATURE_NAME)])
@@ -240,6 +247,7 @@ def test_a_base_given_as_its_manifest_alone(delta_bundles: DeltaBundles, tmp_pat
     assert_clean_failure(result, 2, "--base:", str(missing))
 
 
+@pytest.mark.e2e
 def test_an_upgrade_delta_mounts_what_a_new_repository_shares(
     delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
@@ -274,6 +282,7 @@ def test_an_upgrade_delta_mounts_what_a_new_repository_shares(
     )
 
 
+@pytest.mark.e2e
 def test_a_split_delta_of_a_split_base(
     delta_bundles: DeltaBundles, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:

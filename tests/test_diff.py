@@ -15,6 +15,8 @@ import tarfile
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from airgap.bundle.format import MANIFEST_NAME, SIGNATURE_NAME
 from airgap.bundle.reader import read_head
 from tests.harness import tamper
@@ -23,6 +25,8 @@ from tests.harness.delta_fixtures import DeltaBundles
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.tarextract import extract
 from tests.test_delta import carried_blobs, changed_pieces
+
+pytestmark = pytest.mark.e2e
 
 
 def diff_json(old: Path, new: Path, *extra: str | Path) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from airgap.net import fasthttp
 from airgap.net.filebody import FileBody
 from airgap.net.pacing import Pacing
 
+pytestmark = pytest.mark.integration
+
 Script = Callable[[socket.socket, bytes], None]
 
 

@@ -45,6 +45,7 @@ def _no_github_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- provider naming ------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("ptype", "operator", "prefix", "label"),
     [
@@ -75,6 +76,7 @@ def test_provider_type_spellings(
     assert ProviderType.parse(prefix) is ptype
 
 
+@pytest.mark.unit
 def test_provider_type_parse_error_lists_types() -> None:
     with pytest.raises(InputError) as caught:
         ProviderType.parse("Infra")
@@ -97,6 +99,7 @@ CLUSTERCTL_COUNTS = {
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("name", "ptype", "repository", "components_file"),
     [
@@ -138,6 +141,7 @@ def test_built_in_provider(
     )
 
 
+@pytest.mark.unit
 def test_built_in_table_is_clusterctls_66() -> None:
     assert len(WELL_KNOWN) == 66
     counts = {ptype: sum(1 for _, t in WELL_KNOWN if t is ptype) for ptype in ProviderType}
@@ -161,6 +165,7 @@ def test_built_in_table_is_clusterctls_66() -> None:
     assert lookup("aws", ProviderType.BOOTSTRAP) is None
 
 
+@pytest.mark.unit
 def test_readme_lists_exactly_the_built_in_names() -> None:
     """The spec reference claims the table, the whole table and nothing but the table."""
     readme = (Path(__file__).resolve().parent.parent / "docs" / "spec.md").read_text()
@@ -173,6 +178,7 @@ def test_readme_lists_exactly_the_built_in_names() -> None:
     assert "clusterctl's 66 built-in providers" in readme
 
 
+@pytest.mark.unit
 def test_split_url_maps_clusterctl_urls_to_release_sources() -> None:
     assert split_url(
         "https://github.com/rancher/cluster-api-provider-rke2/releases/latest/bootstrap-components.yaml"
@@ -185,6 +191,7 @@ def test_split_url_maps_clusterctl_urls_to_release_sources() -> None:
     assert split_url(other) == (other, "infrastructure-components.yaml")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("name", "ptype", "hint"),
     [
@@ -214,6 +221,7 @@ def publish_odd(server: ReleaseServer, tags: list[str], **files: bytes) -> str:
     return server.repo_url(owner, repo)
 
 
+@pytest.mark.integration
 def test_fetch_from_github(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -239,6 +247,7 @@ def test_fetch_from_github(
     ]
 
 
+@pytest.mark.integration
 def test_fetch_exact_version_and_components_override(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -259,6 +268,7 @@ def test_fetch_exact_version_and_components_override(
     assert fetched.images == ["ghcr.io/acme/odd-dev:v0.2.0"]
 
 
+@pytest.mark.integration
 def test_well_known_providers_need_no_url(
     client: httpx.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,6 +278,7 @@ def test_well_known_providers_need_no_url(
         _check_well_known(server, client, tmp_path, monkeypatch)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("name", "ptype", "owner", "repo"),
     [
@@ -357,6 +368,7 @@ def _check_well_known(
     assert docker.images == ["gcr.io/k8s-staging-cluster-api/capd-manager:v1.9.4"]
 
 
+@pytest.mark.unit
 def test_unknown_provider_needs_url(client: httpx.Client, tmp_path: Path) -> None:
     with pytest.raises(
         InputError, match="^unknown provider 'odd' of type InfrastructureProvider: give url"
@@ -364,6 +376,7 @@ def test_unknown_provider_needs_url(client: httpx.Client, tmp_path: Path) -> Non
         fetch_provider(ProviderSpec("odd", INFRA, "v1.0.0"), tmp_path, client)
 
 
+@pytest.mark.integration
 def test_missing_contract_names_provider_version_and_file(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -376,6 +389,7 @@ def test_missing_contract_names_provider_version_and_file(
     assert "no contract for release series 0.5 (it lists 0.2 (v1beta1), 0.3 (v1beta1))" in message
 
 
+@pytest.mark.integration
 def test_missing_release_file(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -385,6 +399,7 @@ def test_missing_release_file(
         fetch_provider(spec, tmp_path, client)
 
 
+@pytest.mark.integration
 def test_image_needing_a_variable_names_the_components_file(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -413,6 +428,7 @@ def write_local_release(
     (directory / ptype.components_file).write_text(make_components(ptype, "ipam-system", [image]))
 
 
+@pytest.mark.unit
 def test_fetch_from_local_repository_both_url_forms(client: httpx.Client, tmp_path: Path) -> None:
     base = tmp_path / "repo"
     for version in ("v1.0.0", "v1.1.0"):
@@ -450,6 +466,7 @@ def test_fetch_from_local_repository_both_url_forms(client: httpx.Client, tmp_pa
         )
 
 
+@pytest.mark.unit
 def test_a_local_repositorys_file_must_be_a_bounded_regular_file(
     client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -475,6 +492,7 @@ def test_a_local_repositorys_file_must_be_a_bounded_regular_file(
     assert not list((tmp_path / "out").rglob("metadata.yaml"))  # nothing half-copied
 
 
+@pytest.mark.integration
 def test_fetch_from_plain_directory(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:

@@ -24,7 +24,7 @@ from airgap.formats.yamlload import iter_documents
 from airgap.formats.yamlsafe import safe_load
 from airgap.formats.yamlskim import skim
 from tests.harness.bundle_fixtures import SigningKey
-from tests.harness.cli import assert_clean_failure, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.releases import ReleaseServer, make_metadata
 
 PYTHON_TAG = "!!python/object/apply:os.system ['touch /tmp/airgap-foreign-tag']"
@@ -66,13 +66,14 @@ def _collect(
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text)
     output = tmp_path / "bundle.tar"
-    result = run_airgap("collect", spec, "--sign-key", signing_key.private, "-o", output, env=env)
+    result = run_airgap(*collect_args(spec, signing_key.private, output), env=env)
     line = assert_clean_failure(result, 2, "YAML tag", "outside YAML's core schema")
     assert not output.exists()
     assert not Path("/tmp/airgap-foreign-tag").exists()
     return line
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("components", "line", "tag"),
     [
@@ -97,6 +98,7 @@ def test_collect_refuses_a_foreign_tag_in_components(
     assert f"/releases:{line}: YAML tag '{tag}'" in message, message
 
 
+@pytest.mark.e2e
 def test_collect_refuses_a_foreign_tag_in_metadata(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -107,6 +109,7 @@ def test_collect_refuses_a_foreign_tag_in_metadata(
     assert f":{metadata.count(chr(10))}: YAML tag '!custom'" in message, message
 
 
+@pytest.mark.e2e
 def test_collect_refuses_a_foreign_tag_in_a_template(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -117,6 +120,7 @@ def test_collect_refuses_a_foreign_tag_in_a_template(
     assert "cluster-template.yaml" in message and ":5: YAML tag" in message, message
 
 
+@pytest.mark.e2e
 def test_collect_refuses_a_foreign_tag_in_an_addon_manifest(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -138,6 +142,7 @@ def _chart(values: str) -> bytes:
     return raw.getvalue()
 
 
+@pytest.mark.e2e
 def test_collect_refuses_a_foreign_tag_in_chart_values(
     tmp_path: Path, release_server: ReleaseServer, signing_key: SigningKey
 ) -> None:
@@ -158,6 +163,7 @@ def test_collect_refuses_a_foreign_tag_in_chart_values(
     assert "values.yaml:3: YAML tag '!!python/object/apply:os.system'" in message, message
 
 
+@pytest.mark.e2e
 def test_the_spec_refuses_a_foreign_tag(tmp_path: Path, signing_key: SigningKey) -> None:
     spec = "providers:\n  - {name: !custom cluster-api, type: CoreProvider, version: v1.9.4}\n"
     message = _collect(tmp_path, spec, signing_key)
@@ -167,6 +173,7 @@ def test_the_spec_refuses_a_foreign_tag(tmp_path: Path, signing_key: SigningKey)
 # --- the bounded YAML path itself ----------------------------------------------------
 
 
+@pytest.mark.unit
 def test_core_schema_tags_and_the_non_specific_tag_are_accepted() -> None:
     text = "kind: Deployment\na: !!str 1\nb: !!int '2'\nc: ! x\nd: !!map {e: !!null ''}\n"
     text += "f: !!seq [!!bool true, !!float 1.5]\ng: !<tag:yaml.org,2002:str> h\n"
@@ -175,6 +182,7 @@ def test_core_schema_tags_and_the_non_specific_tag_are_accepted() -> None:
     assert safe_load(text, "m.yaml", max_bytes=4096)["f"] == [True, 1.5]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("pure", [False, True])
 def test_a_tag_in_a_skipped_document_is_refused(pure: bool) -> None:
     """The composer skips a CRD without building it; its tags are still checked."""
@@ -183,6 +191,7 @@ def test_a_tag_in_a_skipped_document_is_refused(pure: bool) -> None:
         list(iter_documents(text, "f.yaml", pure=pure, kinds=frozenset({"Namespace"})))
 
 
+@pytest.mark.unit
 def test_the_skim_never_sets_aside_a_document_with_a_tag() -> None:
     """libyaml's parser alone checks what the skim sets aside, and sees no tags: a
     document with a ``!`` where a node could start is left to the composer; CEL's

@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import PASSWORD, USERNAME
 from tests.harness import skopeo
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.images import (
@@ -29,6 +28,9 @@ from tests.harness.images import (
 )
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import PASSWORD, USERNAME
+
+pytestmark = pytest.mark.integration
 
 
 def _client(registry: RegistryServer) -> httpx.Client:

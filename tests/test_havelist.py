@@ -22,6 +22,8 @@ from tests.harness.delta_fixtures import DeltaBundles
 from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.test_delta import PREFIX, carried_blobs, changed_pieces, import_, target_of
 
+pytestmark = pytest.mark.e2e
+
 
 def export_have(
     bundle: Path, registry: RegistryServer, key: Path, have: Path

@@ -26,6 +26,8 @@ from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
 from tests.harness.releases import ReleaseServer, make_metadata
 
+pytestmark = pytest.mark.e2e
+
 COMPONENTS = "infrastructure-components.yaml"
 RSS_BOUND_MIB = 300  # a 17 MiB file read whole, as text, stays far below
 TIMEOUT = 90  # generous: each case takes a second or two when linear, forever when not

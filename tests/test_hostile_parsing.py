@@ -57,6 +57,8 @@ from tests.harness.hostile import (
     wait_measured,
 )
 
+pytestmark = pytest.mark.e2e
+
 INDEX_JSON = "images/index.json"
 GiB = 1 << 30
 # A verify of the small test bundle peaks near 40 MiB; 1 GiB headers must not show.
@@ -105,10 +107,6 @@ def verify(sandbox: Sandbox, bundle: Path, key: Path, *more: str) -> Outcome:
 
 def _members(bundle: Path) -> list[tamper.TarMember]:
     return tamper.read_members(bundle)
-
-
-def _member(bundle: Path, name: str) -> bytes:
-    return next(m.data for m in _members(bundle) if m.name == name)
 
 
 def _head_bytes(bundle: Path) -> bytes:
@@ -251,7 +249,7 @@ def _resigned_manifest(capi_bundle: CollectedBundle, out: Path, manifest: bytes)
 def test_deep_or_mistyped_signed_manifests_are_one_line_errors(
     sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
 ) -> None:
-    good = json.loads(_member(capi_bundle.path, MANIFEST_NAME))
+    good = json.loads(tamper.member_data(capi_bundle.path, MANIFEST_NAME))
 
     def edited(**changes: object) -> bytes:
         return json.dumps({**good, **changes}).encode()
@@ -268,7 +266,9 @@ def test_deep_or_mistyped_signed_manifests_are_one_line_errors(
         "images-not-a-list": (edited(providers=providers), "providers[0].images: expected a list"),
         "format-string": (edited(formatVersion="1"), "unsupported bundle format version '1'"),
         "duplicate-key": (
-            _member(capi_bundle.path, MANIFEST_NAME).replace(b"{", b'{"created": "x", ', 1),
+            tamper.member_data(capi_bundle.path, MANIFEST_NAME).replace(
+                b"{", b'{"created": "x", ', 1
+            ),
             "appears twice",
         ),
         "not-json": (b"\xff\xfe not json", "not valid JSON"),
@@ -290,7 +290,7 @@ def _resigned_member(capi_bundle: CollectedBundle, out: Path, replace: dict[str,
 def test_deep_or_mistyped_index_json_is_a_finding_not_a_traceback(
     sandbox: Sandbox, work: Path, capi_bundle: CollectedBundle
 ) -> None:
-    index = json.loads(_member(capi_bundle.path, INDEX_JSON))
+    index = json.loads(tamper.member_data(capi_bundle.path, INDEX_JSON))
     mistyped = json.loads(json.dumps(index))
     mistyped["manifests"][0]["size"] = "abc"
     cases = {
@@ -320,7 +320,7 @@ def _swapped_manifest(
     index.json, manifest record), re-signed by the trusted key: only the layout checks
     can object."""
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    index = json.loads(_member(capi_bundle.path, INDEX_JSON))
+    index = json.loads(tamper.member_data(capi_bundle.path, INDEX_JSON))
     for entry in index["manifests"]:
         if entry["digest"] == image.digest:
             entry["digest"], entry["size"] = digest, len(data)
@@ -348,7 +348,7 @@ def test_mistyped_image_manifest_descriptors_are_findings(
 ) -> None:
     """The app's manifest with ``size: "abc"`` in a layer, re-signed consistently."""
     app = next(i for i in capi_bundle.manifest.images if i.reference.endswith("/app:v1"))
-    original = json.loads(_member(capi_bundle.path, blob_member(app.digest)))
+    original = json.loads(tamper.member_data(capi_bundle.path, blob_member(app.digest)))
     original["layers"][0]["size"] = "abc"
     bundle = _swapped_manifest(
         capi_bundle, work / "size-abc.tar", app, json.dumps(original).encode()
@@ -421,7 +421,7 @@ def test_values_yaml_cannot_build_are_one_line_errors_not_tracebacks(
 ) -> None:
     key = capi_bundle.key
     provider = capi_bundle.manifest.providers[0]
-    metadata = yaml.safe_load(_member(capi_bundle.path, provider.metadata))
+    metadata = yaml.safe_load(tamper.member_data(capi_bundle.path, provider.metadata))
     for number, (value, needle) in enumerate(UNBUILDABLE):
         policy = work / f"policy-{number}.yaml"
         policy.write_text(f"allowedRegistries: [registry.k8s.io]\nmaxAge: {value}\n")
@@ -463,7 +463,7 @@ def test_messages_quote_outside_input_briefly(
         secrets = ("token-", token, "GITHUB_TOKEN", "PRIVATE KEY", *text.splitlines()[1:2])
         assert not any(secret in line for secret in secrets), line
     provider = capi_bundle.manifest.providers[0]
-    metadata = yaml.safe_load(_member(capi_bundle.path, provider.metadata))
+    metadata = yaml.safe_load(tamper.member_data(capi_bundle.path, provider.metadata))
     metadata["releaseSeries"][0]["major"] = ["x" * 100] * 3000
     bundle = _resigned_member(
         capi_bundle, work / "long.tar", {provider.metadata: yaml.safe_dump(metadata).encode()}
@@ -613,7 +613,7 @@ def test_a_5_mib_manifest_is_refused_by_collect_and_by_verify(
 
     # the same manifest in a bundle signed by the trusted key
     app = next(i for i in capi_bundle.manifest.images if i.reference.endswith("/app:v1"))
-    original = json.loads(_member(capi_bundle.path, blob_member(app.digest)))
+    original = json.loads(tamper.member_data(capi_bundle.path, blob_member(app.digest)))
     original["annotations"] = {"padding": padding}
     bundle = _swapped_manifest(capi_bundle, work / "big.tar", app, json.dumps(original).encode())
     outcome = verify(sandbox, bundle, capi_bundle.key.public, "--format", "json")

@@ -211,6 +211,7 @@ def blob_roles(bundle: Path) -> tuple[set[str], dict[str, int]]:
     return manifests, {name: size for name, size in layers.items() if name not in manifests}
 
 
+@pytest.mark.e2e
 def test_components_edited_after_an_import_are_refused_and_forged_caches_change_nothing(
     capi_bundle: CollectedBundle,
     bundle_copy: Path,
@@ -259,6 +260,7 @@ def test_components_edited_after_an_import_are_refused_and_forged_caches_change_
     assert verify.returncode == 1 and member in verify.stdout
 
 
+@pytest.mark.e2e
 def test_a_layer_edited_after_an_import_is_never_pushed(
     capi_bundle: CollectedBundle,
     bundle_copy: Path,
@@ -300,6 +302,7 @@ def test_a_layer_edited_after_an_import_is_never_pushed(
     assert not holds_blob(fresh, digest) and not fresh_out.exists()
 
 
+@pytest.mark.e2e
 def test_an_image_manifest_edited_after_an_import_is_refused_even_with_all_blobs_there(
     capi_bundle: CollectedBundle,
     bundle_copy: Path,
@@ -318,6 +321,7 @@ def test_an_image_manifest_edited_after_an_import_is_refused_even_with_all_blobs
     assert not out.exists() and tags(registry) == pushed
 
 
+@pytest.mark.integration
 def test_a_chunked_upload_whose_bytes_do_not_hash_to_the_digest_is_never_committed(
     registry_factory: RegistryFactory, fault_proxy_factory: FaultProxyFactory
 ) -> None:
@@ -412,6 +416,7 @@ class _EvilRegistry:
         self.server.server_close()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "digest",
     [
@@ -486,6 +491,7 @@ HOSTILE_NAMES = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(HOSTILE_NAMES))
 def test_a_signed_bundle_naming_a_path_is_refused_and_nothing_leaves_the_output_dir(
     case: str, capi_bundle: CollectedBundle, tmp_path: Path
@@ -514,6 +520,7 @@ def test_a_signed_bundle_naming_a_path_is_refused_and_nothing_leaves_the_output_
     assert not list(tmp_path.parent.glob("TRAVERSAL*"))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("link", ["operator", "clusterctl/cluster-api"])
 def test_a_symlinked_directory_in_the_output_dir_is_never_written_through(
     link: str, capi_bundle: CollectedBundle, tmp_path: Path
@@ -534,6 +541,7 @@ def test_a_symlinked_directory_in_the_output_dir_is_never_written_through(
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_import_refuses_a_symlink_in_its_output_dir(
     capi_bundle: CollectedBundle, registry_factory: RegistryFactory, tmp_path: Path
 ) -> None:
@@ -548,6 +556,7 @@ def test_import_refuses_a_symlink_in_its_output_dir(
     assert sorted(p.name for p in out.iterdir()) == ["components"]
 
 
+@pytest.mark.unit
 def test_the_output_writer_stays_in_its_directory(tmp_path: Path) -> None:
     """The last line of defence, whatever reaches it: no path leaves the root, a link at
     a file's name is replaced (its target untouched), the root itself may be a link, a
@@ -673,6 +682,7 @@ def _registry_client(host: str, client: httpx.Client) -> Registry:
     return Registry(host, client=client, credentials=Credentials(USER, SECRET), plain_http=True)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("foreign_answer", ["accepts", "challenges"])
 def test_an_upload_location_on_another_host_gets_no_credentials(
     foreign_answer: str, servers: StartServer
@@ -717,6 +727,7 @@ def test_an_upload_location_on_another_host_gets_no_credentials(
     assert own.authorizations() and set(own.authorizations()) == {BASIC}
 
 
+@pytest.mark.integration
 def test_a_redirect_to_another_host_gets_no_credentials(servers: StartServer) -> None:
     data = b"config bytes"
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -737,6 +748,7 @@ def test_a_redirect_to_another_host_gets_no_credentials(servers: StartServer) ->
     assert own.authorizations() == [BASIC]
 
 
+@pytest.mark.integration
 def test_credentials_never_go_to_a_plain_http_token_service_on_another_host(
     servers: StartServer,
 ) -> None:
@@ -761,6 +773,7 @@ def _publish_provider(server: ReleaseServer, source_images: dict[str, TestImage]
     return server.repo_url(owner, repo)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("api", ["enterprise", "github-api-url"])
 def test_github_token_is_never_sent_over_plain_http(
     api: str,
@@ -789,6 +802,7 @@ def test_github_token_is_never_sent_over_plain_http(
     assert GITHUB_TOKEN not in (tmp_path / "b.tar").read_bytes().decode("latin-1")
 
 
+@pytest.mark.integration
 def test_github_token_goes_only_to_hosts_the_user_names(
     tls_release_server: ReleaseServer, pki: Pki
 ) -> None:
@@ -823,6 +837,7 @@ CREDENTIAL_CASES = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(CREDENTIAL_CASES))
 def test_user_info_in_a_url_is_never_echoed(
     case: str, capi_bundle: CollectedBundle, signing_key: SigningKey, tmp_path: Path
@@ -853,6 +868,7 @@ def test_user_info_in_a_url_is_never_echoed(
     assert not (tmp_path / "b.tar").exists()
 
 
+@pytest.mark.e2e
 def test_secret_templates_are_0600_whatever_the_umask(
     capi_bundle: CollectedBundle, tmp_path: Path
 ) -> None:

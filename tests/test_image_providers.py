@@ -47,6 +47,7 @@ from tests.harness.providerimages import (
     standard_layers,
 )
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.tiers import need_tool
 
 if TYPE_CHECKING:
     from tests.harness.tamper import TarMember
@@ -73,6 +74,7 @@ def apply(layers: list[list[Entry]], *, gzip_first: bool = True) -> ImageFiles:
 # --- reading layers ------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_layers_apply_in_order_with_whiteouts() -> None:
     layers, expected = standard_layers(SIDECAR)
     files = apply(layers).files
@@ -85,6 +87,7 @@ def test_layers_apply_in_order_with_whiteouts() -> None:
     assert not Path("/tmp/airgap-escaped").exists()
 
 
+@pytest.mark.unit
 def test_a_retried_download_starts_the_layer_again() -> None:
     files = ImageFiles(wanted, "test image")
     blob = gzip_bytes(layer_tar([Entry(f"{ROOT}/default/metadata.yaml", b"name: x\n")]))
@@ -97,6 +100,7 @@ def test_a_retried_download_starts_the_layer_again() -> None:
     assert files.files == {f"{ROOT}/default/metadata.yaml": b"name: x\n"}
 
 
+@pytest.mark.unit
 def test_a_link_where_a_profile_file_should_be_is_refused() -> None:
     layers = [
         [Entry(f"{ROOT}/default/metadata.yaml", metadata_yaml())],
@@ -107,6 +111,7 @@ def test_a_link_where_a_profile_file_should_be_is_refused() -> None:
         select_profiles(files, None, "test image")
 
 
+@pytest.mark.unit
 def test_a_file_replacing_a_directory_hides_its_tree() -> None:
     layers = [
         [
@@ -118,6 +123,7 @@ def test_a_file_replacing_a_directory_hides_its_tree() -> None:
     assert apply(layers).files == {}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("blob", "media_type", "message"),
     [
@@ -162,6 +168,7 @@ def _pax_sized_layer(size: str) -> bytes:
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("size", ["9" * 5000, "\u0661\u0662", "1x"])
 def test_a_pax_size_that_is_not_a_bounded_number_is_one_clear_error(size: str) -> None:
     # a hostile image's 5,000-digit PAX size was a traceback from int()
@@ -177,12 +184,14 @@ def test_a_pax_size_that_is_not_a_bounded_number_is_one_clear_error(size: str) -
     sane.finish()
 
 
+@pytest.mark.unit
 def test_oversized_profile_files_are_refused_before_being_read() -> None:
     big = b"#" * (1024 * 1024 + 1)
     with pytest.raises(LayerError, match="metadata.yaml is 1048577 bytes, over 1 MiB"):
         apply([[Entry(f"{ROOT}/default/metadata.yaml", big)]])
 
 
+@pytest.mark.unit
 def test_only_profile_files_are_wanted() -> None:
     assert wanted(f"{ROOT}/default/manifests.yaml") is not None
     assert wanted(f"{ROOT}/default/metadata.yaml") is not None
@@ -195,6 +204,7 @@ def test_only_profile_files_are_wanted() -> None:
 # --- metadata, contract, profiles ----------------------------------------------------
 
 
+@pytest.mark.unit
 def test_profile_metadata_is_parsed_strictly() -> None:
     parsed = parse_profile_metadata(metadata_yaml().decode(), "m")
     assert (parsed.name, parsed.install_order, parsed.ocp_platform) == (
@@ -216,6 +226,7 @@ def test_profile_metadata_is_parsed_strictly() -> None:
             parse_profile_metadata(text, "m")
 
 
+@pytest.mark.unit
 def test_contract_comes_from_the_crd_labels() -> None:
     assert contract_from_manifests(manifests_yaml(SIDECAR).decode()) == "v1beta2"
     both = (
@@ -231,6 +242,7 @@ def test_contract_comes_from_the_crd_labels() -> None:
     assert contract_from_manifests(huge + "---\n" + manifests_yaml(SIDECAR).decode()) == "v1beta2"
 
 
+@pytest.mark.unit
 def test_profiles_default_first_and_self_image_substituted() -> None:
     layers, expected = standard_layers(SIDECAR)
     profiles = select_profiles(apply(layers), None, "img")
@@ -247,6 +259,7 @@ def test_profiles_default_first_and_self_image_substituted() -> None:
     assert text.count("quay.example/p@sha256:") == 1
 
 
+@pytest.mark.unit
 def test_the_clusterctl_profile_is_one_profile() -> None:
     layers, _ = standard_layers(SIDECAR)
     profiles = select_profiles(apply(layers), None, "img")
@@ -261,6 +274,7 @@ def test_the_clusterctl_profile_is_one_profile() -> None:
         clusterctl_profile([profiles[1], renamed], None, "img")
 
 
+@pytest.mark.unit
 def test_spec_reads_image_providers(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
     text = (
@@ -283,6 +297,7 @@ def test_spec_reads_image_providers(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -354,6 +369,7 @@ def collect(
     return result, output
 
 
+@pytest.mark.e2e
 def test_collect_reads_the_image_and_carries_it(
     tmp_path: Path,
     provider_image: tuple[TestImage, bytes, bytes],
@@ -415,6 +431,7 @@ def test_collect_reads_the_image_and_carries_it(
     assert f'"{base}/aws/manifests.yaml"' in inspect.stdout
 
 
+@pytest.mark.e2e
 def test_collect_reads_the_platform_asked_for(
     tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key: SigningKey
 ) -> None:
@@ -432,6 +449,7 @@ def test_collect_reads_the_platform_asked_for(
     assert provider.contract == "v1beta1" and provider.image.profiles == ["default"]
 
 
+@pytest.mark.e2e
 def test_collect_errors_name_the_spec_entry(
     tmp_path: Path, provider_image: tuple[TestImage, bytes, bytes], signing_key: SigningKey
 ) -> None:
@@ -457,6 +475,7 @@ def _members(bundle: Path) -> list[TarMember]:
 # --- manifests images written on import ----------------------------------------------
 
 
+@pytest.mark.unit
 def test_manifests_image_is_reproducible_and_well_formed() -> None:
     from airgap.mirror.manifestimage import ImageProfile, build_image
 
@@ -482,6 +501,7 @@ def test_manifests_image_is_reproducible_and_well_formed() -> None:
     assert first.layer[4:8] == b"\0\0\0\0"  # gzip mtime 0
 
 
+@pytest.mark.unit
 def test_component_refs_are_checked_against_the_api_rule() -> None:
     from airgap.mirror.manifestimage import ref_accepted
 
@@ -523,8 +543,9 @@ def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
         src_registry=registry,
     )
     bundle = work / "unpacked"
+    umoci = need_tool("umoci")
     subprocess.run(
-        ["umoci", "raw", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)],
+        [umoci, "raw", "unpack", "--rootless", "--image", f"{layout}:img", str(bundle)],
         check=True,
         capture_output=True,
         timeout=60,
@@ -532,6 +553,7 @@ def umoci_unpack(reference: str, registry: RegistryServer, work: Path) -> Path:
     return bundle
 
 
+@pytest.mark.e2e
 def test_import_writes_manifests_images_umoci_unpacks(
     tmp_path: Path,
     provider_image: tuple[TestImage, bytes, bytes],
@@ -579,6 +601,7 @@ def test_import_writes_manifests_images_umoci_unpacks(
     assert again["components"][0]["image"]["ref"] == ref
 
 
+@pytest.mark.e2e
 def test_every_provider_gets_a_manifests_image_in_install_order(
     tmp_path: Path, capi_bundle: CollectedBundle, registry_factory: RegistryFactory
 ) -> None:
@@ -598,6 +621,7 @@ def test_every_provider_gets_a_manifests_image_in_install_order(
         assert skopeo.digest_of(skopeo.raw_manifest(ref, registry=target)) == ref.split("@")[1]
 
 
+@pytest.mark.unit
 def test_the_component_list_says_why_a_reference_would_be_refused() -> None:
     """OpenShift's ImageDigestFormat wants a dotted host or IPv4 and at most one path
     element before the name: the note names which of the two a reference breaks (for
@@ -699,6 +723,7 @@ def _objects(text: str) -> list[tuple[str, str]]:
     return [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(text) if d is not None]
 
 
+@pytest.mark.e2e
 def test_two_profiles_are_carried_apart_and_listed_as_two_components(
     tmp_path: Path,
     two_profile_image: TestImage,
@@ -747,6 +772,7 @@ def test_two_profiles_are_carried_apart_and_listed_as_two_components(
             assert "TechPreview=true" not in path.read_text(errors="replace"), path
 
 
+@pytest.mark.e2e
 def test_the_spec_names_the_clusterctl_profile(
     tmp_path: Path, two_profile_image: TestImage, signing_key: SigningKey
 ) -> None:
@@ -772,6 +798,7 @@ def test_the_spec_names_the_clusterctl_profile(
     assert "'default', 'techpreview'" in line
 
 
+@pytest.mark.e2e
 def test_a_profile_defining_an_object_twice_is_refused_at_collect(
     tmp_path: Path, plain_registry: RegistryServer, signing_key: SigningKey
 ) -> None:
@@ -797,6 +824,7 @@ def test_a_profile_defining_an_object_twice_is_refused_at_collect(
     ) in lines[0]
 
 
+@pytest.mark.unit
 def test_verify_checks_the_profile_files_where_collect_writes_them() -> None:
     """What a signer put in the manifest is checked against what collect writes: each
     profile's two files, in order, present, its metadata parsing."""
@@ -840,6 +868,7 @@ def test_verify_checks_the_profile_files_where_collect_writes_them() -> None:
     assert problems(replace(record, image=old), {}) == []
 
 
+@pytest.mark.e2e
 def test_a_bundle_written_before_profiles_were_carried_apart_verifies_and_imports(
     tmp_path: Path,
     two_profile_image: TestImage,

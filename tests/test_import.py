@@ -20,13 +20,16 @@ import yaml
 
 from airgap.oci.manifest import DOCKER_LIST, DOCKER_MANIFEST, sha256_digest
 from airgap.providers.components import find_images
-from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
+from tests.harness.importing import import_args, run_import
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
+
+pytestmark = pytest.mark.e2e
 
 PREFIX = "capi"
 
@@ -40,36 +43,6 @@ class Imported:
     @property
     def report(self) -> dict[str, Any]:
         return cast(dict[str, Any], json.loads((self.out / "import-report.json").read_text()))
-
-
-def import_args(
-    bundle: CollectedBundle, registry: RegistryServer, out: Path, *extra: str
-) -> list[str]:
-    args = [
-        "import",
-        str(bundle.path),
-        "--key",
-        str(bundle.key.public),
-        "--registry",
-        f"{registry.host}/{PREFIX}",
-        "--output-dir",
-        str(out),
-        *extra,
-    ]
-    if registry.ca_file:
-        args += ["--ca-file", str(registry.ca_file)]
-    if registry.username:
-        args += ["--username", registry.username, "--password-stdin"]
-    return args
-
-
-def run_import(
-    bundle: CollectedBundle, registry: RegistryServer, out: Path, *extra: str
-) -> subprocess.CompletedProcess[str]:
-    return run_airgap(
-        *import_args(bundle, registry, out, *extra),
-        input=f"{registry.password}\n" if registry.username else None,
-    )
 
 
 def target_ref(source: str, registry: RegistryServer) -> str:
@@ -95,7 +68,7 @@ def imported(
     capi_bundle: CollectedBundle, target: RegistryServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Imported:
     out = tmp_path_factory.mktemp("import-out") / "capi-out"
-    result = run_import(capi_bundle, target, out)
+    result = run_import(capi_bundle, target, PREFIX, out)
     assert result.returncode == 0, result.stderr
     assert target.password is not None
     assert target.password not in result.stdout + result.stderr
@@ -139,7 +112,7 @@ def test_report_counts_are_integers(imported: Imported) -> None:
 def test_second_import_uploads_nothing(
     capi_bundle: CollectedBundle, imported: Imported, tmp_path: Path
 ) -> None:
-    result = run_import(capi_bundle, imported.registry, tmp_path / "again")
+    result = run_import(capi_bundle, imported.registry, PREFIX, tmp_path / "again")
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "again/import-report.json").read_text())
     assert report["blobs_uploaded"] == 0 and report["manifests_pushed"] == 0
@@ -313,7 +286,7 @@ def test_killed_import_completes_on_rerun(
 def test_wrong_password_is_one_line_without_the_password(
     capi_bundle: CollectedBundle, target: RegistryServer, tmp_path: Path
 ) -> None:
-    args = import_args(capi_bundle, target, tmp_path / "out")
+    args = import_args(capi_bundle, target, PREFIX, tmp_path / "out")
     result = run_airgap(*args, input="not-the-password\n")
     line = assert_clean_failure(result, 1, target.host, "401")
     assert "not-the-password" not in result.stderr + result.stdout

@@ -19,12 +19,12 @@ import pytest
 from airgap.configmaps.variables import VariableValues
 from airgap.importing import outputcache
 from airgap.oci.manifest import OCI_MANIFEST
-from tests.conftest import start_registry, stop_registry
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.capi import write_spec
 from tests.harness.cli import run_airgap
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
 
 # every run names the same location for clusterctl.yaml's file:// URLs, so a copy of
 # the first output directory is the output of an import with the same options
@@ -91,6 +91,7 @@ def copy_of(first: First, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.e2e
 def test_reimport_of_the_same_bundle_rebuilds_nothing(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -107,6 +108,7 @@ def test_reimport_of_the_same_bundle_rebuilds_nothing(
     assert {c["status"] for c in report["conditions"] if c["type"] == "Available"} == {"True"}
 
 
+@pytest.mark.e2e
 def test_an_edited_or_deleted_output_is_rebuilt(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -129,6 +131,7 @@ def test_an_edited_or_deleted_output_is_rebuilt(
     assert {k: v for k, v in tree(out).items() if k != outputcache.RECORD} == files
 
 
+@pytest.mark.e2e
 def test_another_option_rebuilds(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -141,6 +144,7 @@ def test_another_option_rebuilds(
     assert not ran & REBUILT, ran
 
 
+@pytest.mark.e2e
 def test_the_oci_provider_source_is_never_recorded(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -155,6 +159,7 @@ def test_the_oci_provider_source_is_never_recorded(
     assert (out / outputcache.RECORD).is_file()
 
 
+@pytest.mark.e2e
 def test_another_variable_value_rebuilds(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -168,6 +173,7 @@ def test_another_variable_value_rebuilds(
     assert (out / outputcache.RECORD).stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.e2e
 def test_another_bundle_rebuilds(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -189,6 +195,7 @@ def test_another_bundle_rebuilds(
     assert record["key"]["bundle"] != earlier["key"]["bundle"]
 
 
+@pytest.mark.e2e
 def test_a_manifests_image_gone_from_the_target_is_rebuilt_and_pushed(
     capi_bundle: CollectedBundle, first: First, tmp_path: Path
 ) -> None:
@@ -223,6 +230,7 @@ def _options_key(location: Path) -> dict[str, object]:
     )
 
 
+@pytest.mark.unit
 def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
     """Other values for the variables the outputs asked for are another output (the
     Secrets): no match. The record is a secret file and names no value."""
@@ -264,6 +272,7 @@ def test_the_record_holds_variable_names_never_values(tmp_path: Path) -> None:
         assert outputcache.load(tmp_path, key, given) is None
 
 
+@pytest.mark.unit
 def test_every_listed_file_must_match_its_size_mode_and_hash(tmp_path: Path) -> None:
     """Each listed file is hashed as it is read, through a buffer smaller than the
     largest: a change anywhere in it, one byte more or less, or another mode, and the

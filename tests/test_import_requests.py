@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap
 from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.registry import RegistryFactory, RegistryServer
+
+pytestmark = pytest.mark.e2e
 
 PREFIX = "req"
 _LINE = re.compile(r"^airgap: debug: (\S+) (\S+) (\d{3})\b")

@@ -142,6 +142,7 @@ def state_script() -> str:
     )
 
 
+@pytest.mark.e2e
 def test_disconnected_host_checks_installs_verifies_and_imports(
     installer_bundle: CollectedBundle, tmp_path: Path
 ) -> None:
@@ -192,6 +193,7 @@ def test_disconnected_host_checks_installs_verifies_and_imports(
     assert outcome["tripwire"] == 0, "something tried the network"
 
 
+@pytest.mark.e2e
 def test_collect_carries_the_installer_as_a_signed_member(
     installer_bundle: CollectedBundle, offline_installer: Path
 ) -> None:
@@ -207,6 +209,7 @@ def test_collect_carries_the_installer_as_a_signed_member(
     assert f"\noffline installer: {MEMBER} (" in shown.stdout, shown.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("damage", ["installer", "manifest", "resigned"])
 def test_a_tampered_installer_fails_the_readme_checks(
     installer_bundle: CollectedBundle, offline_installer: Path, tmp_path: Path, damage: str
@@ -240,6 +243,7 @@ def test_a_tampered_installer_fails_the_readme_checks(
     assert expected in result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("machine", DEFAULT_MACHINES)
 @pytest.mark.parametrize("python", DEFAULT_PYTHONS)
 def test_each_targets_wheels_install_without_an_index(
@@ -275,6 +279,7 @@ def test_each_targets_wheels_install_without_an_index(
     assert wheels <= set(record["targets"][f"{machine}/{python}"])
 
 
+@pytest.mark.e2e
 def test_install_refuses_a_missing_or_unsupported_python_in_one_line(
     offline_installer: Path, tmp_path: Path
 ) -> None:
@@ -323,6 +328,7 @@ def test_install_refuses_a_missing_or_unsupported_python_in_one_line(
         assert not (tmp_path / "prefix").exists()
 
 
+@pytest.mark.e2e
 def test_verify_refuses_an_installer_member_named_otherwise(
     installer_bundle: CollectedBundle, tmp_path: Path
 ) -> None:
@@ -339,6 +345,7 @@ def test_verify_refuses_an_installer_member_named_otherwise(
     )
 
 
+@pytest.mark.e2e
 def test_check_installer_allows_one_installer_only(installer_bundle: CollectedBundle) -> None:
     manifest: BundleManifest = installer_bundle.manifest
     assert check_installer(manifest) == []
@@ -348,6 +355,7 @@ def test_check_installer_allows_one_installer_only(installer_bundle: CollectedBu
     assert [str(f) for f in failures] == ["installer: installer: holds 2 installers, not one"]
 
 
+@pytest.mark.e2e
 def test_collect_refuses_a_file_that_is_not_an_installer(
     signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -372,6 +380,7 @@ def test_collect_refuses_a_file_that_is_not_an_installer(
     assert not (tmp_path / "b.tar").exists()
 
 
+@pytest.mark.unit
 def test_version_names_the_installer_it_came_from(tmp_path: Path) -> None:
     assert origin_line(tmp_path) is None
     record = {
@@ -390,6 +399,7 @@ def test_version_names_the_installer_it_came_from(tmp_path: Path) -> None:
     assert line is not None and "unreadable" in line
 
 
+@pytest.mark.e2e
 def test_an_optional_dependency_is_carried_where_it_has_wheels_and_named_where_not(
     offline_installer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -425,6 +435,7 @@ def test_an_optional_dependency_is_carried_where_it_has_wheels_and_named_where_n
     assert "  aarch64/3.11) optional='rich helm-python-sdk'; notes='' ;;" in text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("option", "needle"),
     [("--machine=sparc", "--machine 'sparc': expected one of"), ("--python=3.9", "3.11 or newer")],
@@ -437,6 +448,7 @@ def test_installer_refuses_an_unknown_target_in_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_a_target_without_an_optional_dependencys_wheel_is_noted_not_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -452,6 +464,7 @@ def test_a_target_without_an_optional_dependencys_wheel_is_noted_not_failed(
     assert any(name.startswith("pyyaml-") and "aarch64" in name for name in house.by_target[target])
 
 
+@pytest.mark.e2e
 def test_installer_without_the_index_fails_in_one_line(tmp_path: Path) -> None:
     """No network at all (a fresh namespace, not even loopback up), no pip cache: one
     line naming the target and pip's reason, in bounded time, nothing written."""
@@ -482,6 +495,7 @@ def test_installer_without_the_index_fails_in_one_line(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_verify_and_import_start_without_the_installers_tar_reader() -> None:
     """The installer member check costs verify and import no start-up: tarfile (and
     its imports) load for collect --with-installer alone."""

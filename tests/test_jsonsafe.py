@@ -8,6 +8,8 @@ import pytest
 
 from airgap.formats.jsonsafe import JSONShapeError, loads
 
+pytestmark = pytest.mark.unit
+
 
 def nested(depth: int, *, inner: object = 1) -> str:
     """``depth`` levels: lists and objects alternating, ``inner`` at the bottom."""

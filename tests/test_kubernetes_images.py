@@ -98,6 +98,7 @@ def publish(server: ReleaseServer, prefix: str, tags: list[str]) -> str:
     return server.plain_url(prefix)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("tag", sorted(KUBEADM_LISTS))
 def test_image_list_is_what_the_release_kubeadm_prints(
     tag: str, release_server: ReleaseServer, tmp_path: Path
@@ -113,6 +114,7 @@ def test_image_list_is_what_the_release_kubeadm_prints(
     assert files[1].read_text() == constants_text(tag)  # the evidence travels as served
 
 
+@pytest.mark.unit
 def test_builtin_table_is_the_fixtures_constants() -> None:
     """The offline fallback says what the releases' own files say (one row per minor)."""
     for tag in KUBEADM_LISTS:
@@ -137,6 +139,7 @@ print("\\n".join(images))
 """
 
 
+@pytest.mark.integration
 def test_offline_source_reads_nothing_and_says_so(tmp_path: Path) -> None:
     if not _network_namespaces():
         pytest.skip("needs unshare -n (root or user namespaces)")
@@ -162,6 +165,7 @@ def _network_namespaces() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.unit
 def test_etcd_follows_kubeadm_fallbacks() -> None:
     """kubeadm's EtcdSupportedVersion: nearest end of the map outside it, the default
     for a gap inside it; a custom repository moves CoreDNS to REPO/coredns."""
@@ -173,6 +177,7 @@ def test_etcd_follows_kubeadm_fallbacks() -> None:
     assert "mirror.example:5000/k8s/coredns:v1.11.1" in images
 
 
+@pytest.mark.unit
 def test_newer_layout_with_a_top_level_var_is_read() -> None:
     """Later release branches declare the map as its own ``var`` (seen on release-1.34)."""
     text = constants_text("v1.34.0").replace(
@@ -181,6 +186,7 @@ def test_newer_layout_with_a_top_level_var_is_read() -> None:
     assert parse_constants(text, "x").supported_etcd[-1] == (34, "3.6.4-0")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("mutate", "needle"),
     [
@@ -197,6 +203,7 @@ def test_hostile_constants_are_one_clear_error(mutate: object, needle: str) -> N
         parse_constants(mutate(constants_text("v1.34.0")), "constants.go of v1.34.0")
 
 
+@pytest.mark.integration
 def test_missing_tag_names_the_url(release_server: ReleaseServer, tmp_path: Path) -> None:
     base = publish(release_server, "k8s-missing", [])
     with httpx.Client() as client, pytest.raises(NotFoundError) as caught:
@@ -204,6 +211,7 @@ def test_missing_tag_names_the_url(release_server: ReleaseServer, tmp_path: Path
     assert "Kubernetes v1.33.0" in str(caught.value) and "404" in str(caught.value)
 
 
+@pytest.mark.unit
 def test_spec_reads_kubernetes_versions(tmp_path: Path) -> None:
     spec = spec_of("kubernetes: {versions: [v1.33.4, v1.34.1]}\n", tmp_path)
     assert spec.kubernetes == (
@@ -214,6 +222,7 @@ def test_spec_reads_kubernetes_versions(tmp_path: Path) -> None:
     assert offline.kubernetes[0].offline
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "line", "needle"),
     [
@@ -230,6 +239,7 @@ def test_spec_refuses_bad_kubernetes_entries(
     assert_spec_error(text, tmp_path, line, needle)
 
 
+@pytest.mark.e2e
 def test_collect_carries_each_version_as_its_own_content(
     tmp_path: Path,
     release_server: ReleaseServer,
@@ -304,6 +314,7 @@ def assert_diff_and_delta_know_the_kind(
     assert [c.version for c in carried.contents] == ["v1.33.0", "v1.34.0"]
 
 
+@pytest.mark.e2e
 def test_collect_names_an_unreachable_source(
     tmp_path: Path, signing_key: SigningKey, release_server: ReleaseServer
 ) -> None:

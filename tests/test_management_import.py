@@ -23,15 +23,18 @@ from airgap.content.chartrender import RenderSettings, chart_images
 from airgap.oci.manifest import sha256_digest
 from airgap.oci.reference import parse_reference
 from airgap.providers.components import VARIABLE_RE, lenient_images, parse_components
-from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo, tamper
 from tests.harness.cli import run_airgap
+from tests.harness.importing import run_import
 from tests.harness.management import OPERATOR_VERSION
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
 from tests.schemas import validate_object
 from tests.test_content import operator_images
+
+pytestmark = pytest.mark.e2e
 
 PREFIX = "mgmt"
 
@@ -49,32 +52,6 @@ class Imported:
         return f"{self.registry.host}/{PREFIX}/{source.split('/', 1)[1]}"
 
 
-def import_args(
-    bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: str | Path
-) -> list[str | Path]:
-    args = [
-        *bundle.import_args(f"{registry.host}/{PREFIX}"),
-        "--output-dir",
-        out,
-        "-q",
-        *extra,
-    ]
-    if registry.ca_file:
-        args += ["--ca-file", registry.ca_file]
-    if registry.username:
-        args += ["--username", registry.username, "--password-stdin"]
-    return args
-
-
-def run_import(
-    bundle: ManagementBundle, registry: RegistryServer, out: Path, *extra: str | Path
-) -> subprocess.CompletedProcess[str]:
-    return run_airgap(
-        *import_args(bundle, registry, out, *extra),
-        input=f"{registry.password}\n" if registry.username else None,
-    )
-
-
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[RegistryServer]:
     registry = start_registry(tmp_path_factory.mktemp("mgmt-target"), "basic", pki)
@@ -89,7 +66,7 @@ def imported(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Imported:
     out = tmp_path_factory.mktemp("mgmt-import") / "capi-out"
-    result = run_import(management_bundle, target, out)
+    result = run_import(management_bundle, target, PREFIX, out, "-q")
     assert result.returncode == 0, result.stderr
     return Imported(target, out, management_bundle)
 

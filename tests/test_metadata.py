@@ -8,6 +8,8 @@ from airgap.core.errors import InputError
 from airgap.providers.metadata import Metadata, ReleaseSeries, parse_metadata
 from tests.harness.releases import make_metadata
 
+pytestmark = pytest.mark.unit
+
 SRC = "https://example.test/acme/capx/releases v1.9.4/metadata.yaml"
 
 

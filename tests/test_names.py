@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from airgap.core.names import shown
+
+pytestmark = pytest.mark.unit
 
 
 def test_shown_quotes_and_cuts_long_text() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from airgap.bundle.format import ContentRecord
@@ -9,6 +10,8 @@ from airgap.bundle.manifest import BundleManifest
 from airgap.mirror.nodeclosure import node_references, node_targets
 from airgap.mirror.workload import image_repository, image_repository_files
 from airgap.rewrite.mapping import Target, map_images
+
+pytestmark = pytest.mark.unit
 
 KUBEADM = ["registry.k8s.io/kube-apiserver:v1.34.0", "registry.k8s.io/pause:3.10.1"]
 TEMPLATE = """apiVersion: infrastructure.cluster.x-k8s.io/v1beta2

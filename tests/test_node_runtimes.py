@@ -24,17 +24,20 @@ import yaml
 from airgap.bundle.format import ImageRecord
 from airgap.oci.reference import parse_reference
 from airgap.providers.components import find_images
-from tests.conftest import start_registry, stop_registry
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import run_airgap
 from tests.harness.images import OciLayout
 from tests.harness.pinned import PinnedWorld, build_pinned_world, import_pinned
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
 from tests.harness.releases import ReleaseServer
 from tests.harness.runtimes import Containerd, Podman, missing_runtime
 
-pytestmark = pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime()))
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime())),
+]
 
 
 @dataclass(frozen=True)

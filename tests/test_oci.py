@@ -14,6 +14,8 @@ from airgap.oci.manifest import (
     sha256_digest,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def _index(media_type: str = OCI_INDEX) -> bytes:
     entries = [

@@ -169,11 +169,13 @@ def valid_cr(kind: str = "InfrastructureProvider") -> dict[str, Any]:
     }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kind", PROVIDER_KINDS)
 def test_schema_accepts_every_kind(kind: str) -> None:
     validate_provider(valid_cr(kind))
 
 
+@pytest.mark.unit
 def test_schema_accepts_the_documented_optional_fields() -> None:
     cr = valid_cr()
     cr["spec"] |= {
@@ -220,6 +222,7 @@ def _mutated(path: list[str], value: object) -> dict[str, Any]:
     return cr
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("path", "value"),
     [
@@ -247,6 +250,7 @@ def test_schema_rejects_mistakes(path: list[str], value: object) -> None:
     assert provider_errors(_mutated(path, value)), (path, value)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("path", "value"),
     [
@@ -272,6 +276,7 @@ def test_the_operators_crd_schema_rejects_mistakes(path: list[str], value: objec
     assert provider_errors(cr), (path, value)  # our schema agrees
 
 
+@pytest.mark.unit
 def test_the_operators_crd_schema_accepts_image_overrides_and_additional_deployments() -> None:
     cr = _mutated(
         ["spec", "deployment"],
@@ -287,6 +292,7 @@ def test_the_operators_crd_schema_accepts_image_overrides_and_additional_deploym
 # --- ConfigMaps ------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_small_configmap_carries_metadata_and_components_as_text() -> None:
     p = provider()
     cm = objects.configmap(p)
@@ -304,6 +310,7 @@ def test_small_configmap_carries_metadata_and_components_as_text() -> None:
     assert COMPRESSED_ANNOTATION not in (cm["metadata"].get("annotations") or {})
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("ptype", "name", "expected"),
     [
@@ -325,6 +332,7 @@ def test_configmap_names_and_type_labels_follow_the_operator(
     assert cm["metadata"]["labels"][TYPE_LABEL] == ptype.operator_type
 
 
+@pytest.mark.unit
 def test_exactly_one_mebibyte_stays_uncompressed_one_byte_more_compresses() -> None:
     base = make_components(ProviderType.INFRASTRUCTURE, "capd-system", [IMAGE])
     fits = pad_to(base, CONFIGMAP_LIMIT - len(METADATA.encode()))
@@ -340,6 +348,7 @@ def test_exactly_one_mebibyte_stays_uncompressed_one_byte_more_compresses() -> N
     validate_kubernetes(cm)
 
 
+@pytest.mark.unit
 def test_size_counts_utf8_bytes_not_characters() -> None:
     base = make_components(ProviderType.INFRASTRUCTURE, "capd-system", [IMAGE])
     # under 1 MiB in characters, over it in bytes
@@ -351,6 +360,7 @@ def test_size_counts_utf8_bytes_not_characters() -> None:
     validate_kubernetes(cm)
 
 
+@pytest.mark.unit
 def test_big_compressible_components_are_gzipped_into_binary_data() -> None:
     components = big_components(
         ProviderType.INFRASTRUCTURE,
@@ -372,6 +382,7 @@ def test_big_compressible_components_are_gzipped_into_binary_data() -> None:
     assert yaml.safe_load(emit.dump(cm)) == cm
 
 
+@pytest.mark.unit
 def test_components_take_level_9_only_when_level_6_does_not_fit() -> None:
     rng = random.Random(3)
     words = ["spec", "status", "type", "object", "string", "description", "properties"]
@@ -387,6 +398,7 @@ def test_components_take_level_9_only_when_level_6_does_not_fit() -> None:
     assert gzip.decompress(objects._compressed_to_fit(data, 0)) == data  # the caller refuses it
 
 
+@pytest.mark.unit
 def test_incompressible_components_fail_pointing_to_the_oci_source() -> None:
     components = big_components(
         ProviderType.INFRASTRUCTURE,
@@ -403,6 +415,7 @@ def test_incompressible_components_fail_pointing_to_the_oci_source() -> None:
     assert "InfrastructureProvider docker v1.9.4" in message
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text",
     [
@@ -427,6 +440,7 @@ def test_components_text_survives_yaml_byte_for_byte(text: str) -> None:
 # --- provider CRs ---------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("ptype", list(ProviderType))
 def test_provider_cr_per_type(ptype: ProviderType) -> None:
     name = "cluster-api" if ptype is ProviderType.CORE else "thing"
@@ -444,11 +458,13 @@ def test_provider_cr_per_type(ptype: ProviderType) -> None:
     )
 
 
+@pytest.mark.unit
 def test_core_cr_is_named_cluster_api_whatever_the_provider_name() -> None:
     cr = objects.provider_cr(provider(ProviderType.CORE, "cluster-api"), secret=None)
     assert cr["metadata"]["name"] == "cluster-api"
 
 
+@pytest.mark.unit
 def test_config_secret_and_oci_source() -> None:
     p = provider()
     cr = objects.provider_cr(p, secret="infrastructure-docker-variables")
@@ -463,6 +479,7 @@ def test_config_secret_and_oci_source() -> None:
     assert "github-token" not in yaml.safe_dump(cr)
 
 
+@pytest.mark.unit
 def test_selectors_pick_exactly_their_own_configmaps() -> None:
     providers = [
         provider(ProviderType.CORE, "cluster-api", namespace="ns"),
@@ -495,6 +512,7 @@ def test_selectors_pick_exactly_their_own_configmaps() -> None:
 # --- namespaces -----------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_namespace_comes_from_the_components_namespace_object() -> None:
     text = make_components(ProviderType.INFRASTRUCTURE, "my-own-ns", [IMAGE])
     assert objects.components_namespace(text, "x") == "my-own-ns"
@@ -506,6 +524,7 @@ def test_namespace_comes_from_the_components_namespace_object() -> None:
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text",
     [
@@ -525,6 +544,7 @@ def test_namespace_falls_back_to_well_known_defaults(text: str) -> None:
 # --- Secrets and variables.md ----------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_variables_secret_fills_values_defaults_and_comments_out_unset_required() -> None:
     variables = [
         Variable("PROVIDER_CREDENTIALS", None, True),
@@ -567,6 +587,7 @@ def test_variables_secret_fills_values_defaults_and_comments_out_unset_required(
     assert '"Y": "yes"' in text and '"NULL": "null"' in text
 
 
+@pytest.mark.unit
 def test_secret_with_only_unset_required_variables_has_empty_string_data() -> None:
     data = objects.variables_secret(provider(), [Variable("X", None, True)], {})
     secret = yaml.safe_load(data.decode())
@@ -574,6 +595,7 @@ def test_secret_with_only_unset_required_variables_has_empty_string_data() -> No
     assert secret["stringData"] == {}
 
 
+@pytest.mark.unit
 def test_variables_markdown_table() -> None:
     rows = [
         ("CoreProvider cluster-api", Variable("EXP_MACHINE_POOL", "true", False)),
@@ -593,6 +615,7 @@ def test_variables_markdown_table() -> None:
 # --- emit: the operator/ tree ---------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_operator_tree_order_and_schema() -> None:
     files = emit.operator_files(standard_set()).files
     loaded = load_operator(files)
@@ -622,6 +645,7 @@ def test_operator_tree_order_and_schema() -> None:
     assert "github-token" not in b"".join(files.values()).decode()
 
 
+@pytest.mark.unit
 def test_several_versions_share_one_cr_that_installs_the_first_listed() -> None:
     files = emit.operator_files(standard_set()).files
     objs = all_objects(files)
@@ -649,6 +673,7 @@ def test_several_versions_share_one_cr_that_installs_the_first_listed() -> None:
     assert core["metadata"]["name"] == "cluster-api"
 
 
+@pytest.mark.unit
 def test_versions_of_one_provider_share_the_namespace_of_the_installed_one() -> None:
     # the operator lists ConfigMaps in the provider's namespace only
     providers = [
@@ -664,6 +689,7 @@ def test_versions_of_one_provider_share_the_namespace_of_the_installed_one() -> 
             assert cm["metadata"]["namespace"] == cr["metadata"]["namespace"] == "moving-system"
 
 
+@pytest.mark.unit
 def test_secret_collects_every_variable_of_every_carried_version() -> None:
     extra = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: '${ONLY_IN_NEW:=z}', b: '${NEW_REQUIRED}'}\n"
     providers = [
@@ -698,6 +724,7 @@ def test_secret_collects_every_variable_of_every_carried_version() -> None:
     assert "| `NEW_REQUIRED` | InfrastructureProvider docker | yes |  |" in table
 
 
+@pytest.mark.unit
 def test_a_provider_without_variables_gets_no_secret() -> None:
     providers = [
         rewritten(
@@ -715,6 +742,7 @@ def test_a_provider_without_variables_gets_no_secret() -> None:
     validate_provider(cr)
 
 
+@pytest.mark.unit
 def test_namespace_option_puts_every_object_in_it() -> None:
     files = emit.operator_files(standard_set(), namespace="capi-all").files
     objs = all_objects(files)
@@ -736,6 +764,7 @@ def test_namespace_option_puts_every_object_in_it() -> None:
     assert selectors[0] != selectors[1]
 
 
+@pytest.mark.unit
 def test_oci_references_replace_configmaps() -> None:
     providers = standard_set()
     references = {
@@ -752,10 +781,12 @@ def test_oci_references_replace_configmaps() -> None:
         assert cr["spec"]["fetchConfig"]["oci"].endswith(":" + cr["spec"]["version"])
 
 
+@pytest.mark.unit
 def test_operator_files_are_deterministic() -> None:
     assert emit.operator_files(standard_set()) == emit.operator_files(standard_set())
 
 
+@pytest.mark.unit
 def test_too_large_provider_fails_the_whole_tree() -> None:
     providers = standard_set()
     providers[3] = rewritten(
@@ -782,6 +813,7 @@ def test_too_large_provider_fails_the_whole_tree() -> None:
 # --- emit: the clusterctl repository --------------------------------------------------
 
 
+@pytest.mark.unit
 def test_clusterctl_repository_layout(tmp_path: Path) -> None:
     providers = standard_set()
     files = emit.clusterctl_files(providers, tmp_path / "out")
@@ -804,6 +836,7 @@ def test_clusterctl_repository_layout(tmp_path: Path) -> None:
         assert entry["url"].startswith("file:///")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("name", "version", "oci_helps"),
     [("docker", "v1.0.0+build.5", False), ("n" * 50, "v1.9.4", True)],
@@ -820,6 +853,7 @@ def test_values_that_cannot_be_labels_fail_clearly(
     assert ("--provider-source oci" in str(info.value)) is oci_helps
 
 
+@pytest.mark.unit
 def test_non_ascii_components_stay_a_readable_literal_block() -> None:
     text = "# “quoted” description — with ✓\nkind: Namespace\nmetadata: {name: x}\n"
     out = emit.dump(objects.configmap(provider(components=text))).decode()
@@ -827,6 +861,7 @@ def test_non_ascii_components_stay_a_readable_literal_block() -> None:
     assert yaml.safe_load(out)["data"]["components"] == text
 
 
+@pytest.mark.e2e
 def test_kubectl_reads_the_files_as_python_does(tmp_path: Path) -> None:
     """kubectl (Go, YAML 1.1 rules) must read the same strings PyYAML does."""
     kubectl = shutil.which("kubectl")
@@ -870,6 +905,7 @@ def test_kubectl_reads_the_files_as_python_does(tmp_path: Path) -> None:
     assert cm["data"]["components"] == awkward
 
 
+@pytest.mark.unit
 def test_kustomization_says_to_apply_server_side() -> None:
     text = emit.operator_files(standard_set()).files["operator/kustomization.yaml"].decode()
     assert "kubectl apply --server-side -k" in text
@@ -900,6 +936,7 @@ def overrides_of(*docs: str, has_value: Any = lambda _n: False) -> dict[str, Any
     return image_overrides(documents, has_value).spec()
 
 
+@pytest.mark.unit
 def test_every_container_of_the_deployment_is_overridden_in_the_cr() -> None:
     files = emit.operator_files(standard_set()).files
     crs = [o for o in all_objects(files) if o["kind"].endswith("Provider")]
@@ -912,6 +949,7 @@ def test_every_container_of_the_deployment_is_overridden_in_the_cr() -> None:
         validate_object(cr)  # our schema and the operator's CRD
 
 
+@pytest.mark.unit
 def test_init_containers_are_not_overridable_and_a_single_deployment_takes_any_name() -> None:
     # the operator only customises .containers; one Deployment gets spec.deployment
     # whatever its name
@@ -926,6 +964,7 @@ def test_init_containers_are_not_overridable_and_a_single_deployment_takes_any_n
     }
 
 
+@pytest.mark.unit
 def test_several_deployments_are_routed_as_the_operator_routes_them() -> None:
     spec = overrides_of(
         deployment("capx-controller-manager", [("manager", IMAGE)]),
@@ -942,6 +981,7 @@ def test_several_deployments_are_routed_as_the_operator_routes_them() -> None:
     validate_object(cr)
 
 
+@pytest.mark.unit
 def test_two_manager_deployments_disagreeing_on_a_container_leave_it_out() -> None:
     spec = overrides_of(
         deployment("capx-controller-manager", [("manager", IMAGE), ("same", OTHER)]),
@@ -950,6 +990,7 @@ def test_two_manager_deployments_disagreeing_on_a_container_leave_it_out() -> No
     assert spec == {"deployment": {"containers": [{"name": "same", "imageUrl": OTHER}]}}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("image", "has_value", "expected"),
     [
@@ -974,6 +1015,7 @@ def test_images_written_as_variables(image: str, has_value: bool, expected: str 
         assert spec == {"deployment": {"containers": [{"name": "manager", "imageUrl": expected}]}}
 
 
+@pytest.mark.unit
 def test_a_filled_image_variable_drops_the_override_from_the_tree() -> None:
     components = make_components(
         ProviderType.INFRASTRUCTURE, "capd-system", [f"${{CAPD_IMAGE:={IMAGE}}}"]

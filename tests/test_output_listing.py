@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from airgap.core.fsutil import remove_files
 from airgap.importing.outputlisting import IMPORT, LISTING, OPERATOR, plan, read
 from tests.harness.bundle_fixtures import CollectedBundle
@@ -35,6 +37,7 @@ def _write(command: str, bundle: CollectedBundle | ManagementBundle, host: str, 
 _VARYING = {"import-report.json", ".airgap-outputs.json"}  # times, a salt
 
 
+@pytest.mark.e2e
 def test_a_later_import_leaves_only_its_own_files(
     management_bundle: ManagementBundle,
     capi_bundle: CollectedBundle,
@@ -66,6 +69,7 @@ def test_a_later_import_leaves_only_its_own_files(
             assert (out / name).read_bytes() == expected, name
 
 
+@pytest.mark.e2e
 def test_configmaps_into_an_imports_directory_replaces_only_the_operators_part(
     capi_bundle: CollectedBundle, plain_registry: RegistryServer, tmp_path: Path
 ) -> None:
@@ -87,6 +91,7 @@ def test_configmaps_into_an_imports_directory_replaces_only_the_operators_part(
         assert now[name] == imported[name], name
 
 
+@pytest.mark.unit
 def test_the_plan_removes_only_listed_files_of_replaced_parts() -> None:
     earlier = {"a": OPERATOR, "b": OPERATOR, "m": IMPORT, "n": IMPORT}
     listing, stale = plan(earlier, {"a": OPERATOR, "c": OPERATOR}, (OPERATOR,))
@@ -96,6 +101,7 @@ def test_the_plan_removes_only_listed_files_of_replaced_parts() -> None:
     assert (listing, stale) == ({"m": IMPORT}, {"a": OPERATOR, "b": OPERATOR, "n": IMPORT})
 
 
+@pytest.mark.unit
 def test_a_hostile_listing_removes_nothing_outside_the_directory(tmp_path: Path) -> None:
     """A listing is read from the directory, which someone else may have written:
     paths that leave it, links and non-files are never removed."""

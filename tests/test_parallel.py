@@ -12,6 +12,8 @@ import pytest
 
 from airgap.core.parallel import ByteBudget, Started, run_parallel, run_unlocking
 
+pytestmark = pytest.mark.unit
+
 
 def test_results_come_in_job_order_whatever_order_jobs_end_in() -> None:
     last_done = threading.Event()

@@ -25,7 +25,6 @@ from airgap.core.errors import InputError
 from airgap.oci.manifest import sha256_digest
 from airgap.oci.reference import parse_reference
 from airgap.rewrite.mapping import Target, flatten_path, map_images
-from tests.conftest import start_registry, stop_registry
 from tests.harness import skopeo
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
@@ -34,12 +33,14 @@ from tests.harness.images import CorpusEntry, OciLayout, push_corpus
 from tests.harness.pinned import PinnedWorld, build_pinned_world, import_pinned
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
 from tests.harness.releases import ReleaseServer
 from tests.harness.runtimes import Containerd, Podman, missing_runtime
 
 PREFIX = "mirror"
 
 
+@pytest.mark.unit
 def test_flattening_keeps_the_first_components_and_joins_the_rest() -> None:
     assert flatten_path(["k8s", "cluster-api-controller"], 1) == "k8s-cluster-api-controller"
     assert flatten_path(["capi", "k8s", "cluster-api-controller"], 2) == (
@@ -53,6 +54,7 @@ def test_flattening_keeps_the_first_components_and_joins_the_rest() -> None:
     assert str(mapping.target) == "r.local:5000/capi/cluster-api-cluster-api-controller:v1.9.4"
 
 
+@pytest.mark.unit
 def test_two_sources_flattened_onto_one_target_are_refused_naming_both() -> None:
     target = Target("r.local:5000", "capi", 2)
     with pytest.raises(InputError) as caught:
@@ -62,6 +64,7 @@ def test_two_sources_flattened_onto_one_target_are_refused_naming_both() -> None
     assert "r.local:5000/capi/a-b-c" in message and "--max-path-depth 2" in message
 
 
+@pytest.mark.e2e
 def test_a_depth_the_prefix_already_fills_is_a_usage_error(tmp_path: Path) -> None:
     result = run_airgap(
         "import", tmp_path / "none.tar", "--registry", "r.local:5000/a/b", "--max-path-depth", "2"
@@ -122,6 +125,7 @@ def _mapping(flat: Flat) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines)
 
 
+@pytest.mark.e2e
 def test_every_repository_is_at_most_two_deep_and_holds_its_image(flat: Flat) -> None:
     repositories = _catalog(flat.target)
     assert repositories and all(len(r.split("/")) <= 2 for r in repositories), repositories
@@ -138,6 +142,7 @@ def test_every_repository_is_at_most_two_deep_and_holds_its_image(flat: Flat) ->
         assert sha256_digest(raw) == record.digest
 
 
+@pytest.mark.e2e
 def test_every_written_reference_names_a_flattened_repository(flat: Flat) -> None:
     """Components, values, node configs: the one mapping everywhere."""
     host = flat.target.host
@@ -156,6 +161,7 @@ def test_every_written_reference_names_a_flattened_repository(flat: Flat) -> Non
     assert "Flattened repositories" in (flat.out / "mirror/README.md").read_text()
 
 
+@pytest.mark.e2e
 def test_colliding_sources_are_refused_before_anything_is_pushed(
     flat: Flat, registry_factory: RegistryFactory
 ) -> None:
@@ -179,6 +185,7 @@ def test_colliding_sources_are_refused_before_anything_is_pushed(
 runtimes = pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime()))
 
 
+@pytest.mark.e2e
 @runtimes
 def test_podman_pulls_every_original_reference_from_the_flattened_repositories(
     flat: Flat,
@@ -200,6 +207,7 @@ def test_podman_pulls_every_original_reference_from_the_flattened_repositories(
         podman.close()
 
 
+@pytest.mark.e2e
 @runtimes
 def test_containerd_pulls_every_image_through_the_node_config_written(flat: Flat) -> None:
     """By the references import wrote (``mapping.txt``, the components): containerd's

@@ -7,8 +7,12 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from tests.harness.bundle_fixtures import CollectedBundle
 from tests.harness.cli import run_airgap
+
+pytestmark = pytest.mark.e2e
 
 
 def test_phase_times_are_written_only_when_asked(

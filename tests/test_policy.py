@@ -142,6 +142,7 @@ CASES: dict[str, tuple[dict[str, Any], str, list[str]]] = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", list(CASES))
 def test_policy_rule(
     name: str, capi_bundle: CollectedBundle, refs: dict[str, str], tmp_path: Path
@@ -177,6 +178,7 @@ def test_policy_rule(
         assert all(f"(missing {missing})" in entry for entry in result["offending"])
 
 
+@pytest.mark.e2e
 def test_all_rules_pass_together(
     capi_bundle: CollectedBundle, refs: dict[str, str], tmp_path: Path
 ) -> None:
@@ -207,6 +209,7 @@ def test_all_rules_pass_together(
         assert any(line.split() == [name["rule"], "pass"] for line in text.stdout.splitlines())
 
 
+@pytest.mark.e2e
 def test_failing_rules_are_reported_each_with_offenders(
     capi_bundle: CollectedBundle, refs: dict[str, str], tmp_path: Path
 ) -> None:
@@ -238,6 +241,7 @@ def test_failing_rules_are_reported_each_with_offenders(
     assert "AddonProvider" in failures[2]
 
 
+@pytest.mark.e2e
 def test_policy_and_integrity_failures_together(
     capi_bundle: CollectedBundle, tmp_path: Path
 ) -> None:
@@ -266,6 +270,7 @@ def old_bundle(capi_bundle: CollectedBundle, tmp_path_factory: pytest.TempPathFa
     return tamper.resign(capi_bundle.path, out, capi_bundle.key.private, edit=edit)
 
 
+@pytest.mark.e2e
 def test_max_age_fails_on_an_old_bundle(
     old_bundle: Path, signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -289,6 +294,7 @@ def test_max_age_fails_on_an_old_bundle(
     assert report["signature"] == fingerprint(load_public_key(signing_key.public))
 
 
+@pytest.mark.e2e
 def test_max_age_passes_when_long_enough(
     old_bundle: Path, signing_key: SigningKey, tmp_path: Path
 ) -> None:
@@ -298,6 +304,7 @@ def test_max_age_passes_when_long_enough(
     assert rule(report, "maxAge")["passed"] is True
 
 
+@pytest.mark.integration
 def test_max_age_boundary_and_units(capi_bundle: CollectedBundle, tmp_path: Path) -> None:
     manifest = dataclasses.replace(capi_bundle.manifest, created="2024-05-01T12:00:00Z")
     created = datetime(2024, 5, 1, 12, tzinfo=UTC)
@@ -310,6 +317,7 @@ def test_max_age_boundary_and_units(capi_bundle: CollectedBundle, tmp_path: Path
         assert over.message == f"bundle older than {text}"
 
 
+@pytest.mark.integration
 def test_max_age_near_miss_is_said(capi_bundle: CollectedBundle) -> None:
     """A bundle that passes today with a quarter of its allowed age or less left: the
     review report's warnings name it (it may fail at the site)."""
@@ -326,6 +334,7 @@ def test_max_age_near_miss_is_said(capi_bundle: CollectedBundle) -> None:
     assert not over.passed and over.near_miss == ""
 
 
+@pytest.mark.integration
 def test_unparseable_creation_time_fails_max_age(capi_bundle: CollectedBundle) -> None:
     manifest = dataclasses.replace(capi_bundle.manifest, created="yesterday")
     (result,) = evaluate(Policy(max_age=timedelta(days=1)), manifest)
@@ -352,6 +361,7 @@ def pinned_bundle(
     return out
 
 
+@pytest.mark.e2e
 def test_require_digests_passes_and_fails_per_image(
     pinned_bundle: Path,
     signing_key: SigningKey,
@@ -390,6 +400,7 @@ def test_require_digests_passes_and_fails_per_image(
 # -- policy files that are wrong --------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("content", "needles"),
     [
@@ -421,6 +432,7 @@ def test_bad_policy_is_a_usage_error(
     assert result.stdout == ""
 
 
+@pytest.mark.e2e
 def test_unreadable_policy_is_a_usage_error(capi_bundle: CollectedBundle, tmp_path: Path) -> None:
     missing = tmp_path / "missing.yaml"
     result = run_airgap(
@@ -435,6 +447,7 @@ def test_unreadable_policy_is_a_usage_error(capi_bundle: CollectedBundle, tmp_pa
     assert_clean_failure(result, 2, str(binary))
 
 
+@pytest.mark.e2e
 def test_empty_policy_checks_nothing(capi_bundle: CollectedBundle, tmp_path: Path) -> None:
     policy = tmp_path / "empty.yaml"
     policy.write_text("# no rules\n")

@@ -150,6 +150,7 @@ def run_on_terminal(
 PUSHING = re.compile(r"pushing.*?(\d+\.\d)/(\d+\.\d) (KiB|MiB)")
 
 
+@pytest.mark.e2e
 def test_the_bar_moves_while_a_blob_is_on_the_wire(
     big_bundle: BigBundle, slow_target: FaultProxy
 ) -> None:
@@ -179,6 +180,7 @@ def test_the_bar_moves_while_a_blob_is_on_the_wire(
     assert re.search(r"\(\d+\.\d MiB\)", shown.text)  # the summary line
 
 
+@pytest.mark.e2e
 def test_off_a_terminal_a_line_every_few_seconds_and_quiet_is_quiet(
     big_bundle: BigBundle, slow_target: FaultProxy
 ) -> None:
@@ -198,6 +200,7 @@ def test_off_a_terminal_a_line_every_few_seconds_and_quiet_is_quiet(
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
 
 
+@pytest.mark.e2e
 def test_a_fast_command_prints_no_progress_line(big_bundle: BigBundle) -> None:
     # the default interval is 5 s (an empty setting is the default): a verify of a few
     # MiB says nothing on stderr
@@ -211,6 +214,7 @@ def test_a_fast_command_prints_no_progress_line(big_bundle: BigBundle) -> None:
     assert result.returncode == 0 and result.stderr == ""
 
 
+@pytest.mark.e2e
 def test_verify_reports_progress_off_a_terminal_and_quiet_silences_it(
     big_bundle: BigBundle,
 ) -> None:
@@ -256,6 +260,7 @@ class Recorder(Progress):
         self.moved[task].append(amount)
 
 
+@pytest.mark.e2e
 def test_verify_and_the_imports_verification_count_every_byte_they_hash(
     big_bundle: BigBundle, registry_factory: RegistryFactory
 ) -> None:
@@ -283,6 +288,7 @@ def test_verify_and_the_imports_verification_count_every_byte_they_hash(
     assert len([amount for amount in pushed if 0 < amount < LAYER]) >= 2
 
 
+@pytest.mark.unit
 def test_status_lines_use_binary_units_and_say_what_is_left() -> None:
     progress = Progress(lines=True, interval=3600)
     handle = progress.task("pushing", 3 * 1024 * MIB)
@@ -298,6 +304,7 @@ def test_status_lines_use_binary_units_and_say_what_is_left() -> None:
 # -- Ctrl-C on the terminal -----------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_first_ctrl_c_typed_on_the_terminal_stops_collect_and_import(
     tmp_path: Path,
     big_bundle: BigBundle,
@@ -333,6 +340,7 @@ def test_a_first_ctrl_c_typed_on_the_terminal_stops_collect_and_import(
     assert "interrupted (SIGINT)" in pushing.text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("value", ["5s", "-1", "0", "nan", "1e9"])
 def test_a_malformed_progress_interval_is_a_usage_error(big_bundle: BigBundle, value: str) -> None:
     # a typo is named, as the pacing variables' are, not silently taken as 5 s; before

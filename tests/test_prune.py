@@ -30,6 +30,8 @@ from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.releases import ReleaseServer, make_components, make_metadata
 
+pytestmark = pytest.mark.e2e
+
 PREFIX = "capi"
 FOREIGN = "capi-foreign/app"  # beside the prefix: shares its first characters, not its path
 LABEL = "infrastructure-monthly"

@@ -7,6 +7,8 @@ import pytest
 
 from airgap.core.redact import redact_url, scrub, without_userinfo
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("message", "expected"),

@@ -7,6 +7,8 @@ import pytest
 from airgap.core.errors import InputError
 from airgap.oci.reference import Reference, api_host, is_loopback_host, parse_reference
 
+pytestmark = pytest.mark.unit
+
 DIGEST = "sha256:" + "ab" * 32
 
 

@@ -27,7 +27,6 @@ from airgap.bundle.manifest import BundleManifest
 from airgap.oci.manifest import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from airgap.oci.reference import Reference, parse_reference
 from airgap.providers.components import find_images
-from tests.conftest import start_registry, stop_registry
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.cli import assert_clean_failure, run_airgap
@@ -35,7 +34,10 @@ from tests.harness.images import OciLayout
 from tests.harness.pinned import LABEL, PinnedWorld, build_pinned_world, import_pinned
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryServer
+from tests.harness.registry_fixtures import start_registry, stop_registry
 from tests.harness.releases import ReleaseServer
+
+pytestmark = pytest.mark.e2e
 
 PREFIX = "mirror/capi"
 ACCEPT = ", ".join([OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST])

@@ -43,11 +43,13 @@ from airgap.oci.reference import parse_reference
 from airgap.registry.client import Registry
 from airgap.registry.credentials import Credentials
 from airgap.registry.pool import EndpointOptions, RegistryPool
-from tests.conftest import PASSWORD, USERNAME
 from tests.harness import skopeo
 from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.images import OciLayout, TestImage, make_big_image, push_image
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import PASSWORD, USERNAME
+
+pytestmark = pytest.mark.integration
 
 FAST = airgap_http.RetryPolicy(attempts=3, base_delay=0.01)
 

@@ -21,12 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PASSWORD, USERNAME
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import AIRGAP, assert_clean_failure, run_airgap
 from tests.harness.images import TestImage
+from tests.harness.importing import quiet_import
 from tests.harness.registry import RegistryFactory, RegistryServer
+from tests.harness.registry_fixtures import PASSWORD, USERNAME
+
+pytestmark = pytest.mark.e2e
 
 WRONG = "not-the-password"
 
@@ -73,17 +76,7 @@ def _import(
     bundle: Path, key: SigningKey, registry: RegistryServer, prefix: str, *extra: str | Path
 ) -> subprocess.CompletedProcess[str]:
     tls = ["--ca-file", str(registry.ca_file)] if registry.ca_file else []
-    return run_airgap(
-        "import",
-        bundle,
-        "--key",
-        key.public,
-        "--registry",
-        f"{registry.host}/{prefix}",
-        "-q",
-        *tls,
-        *extra,
-    )
+    return quiet_import(bundle, key.public, f"{registry.host}/{prefix}", *tls, *extra)
 
 
 def test_a_skopeo_login_in_the_runtime_dir_is_used(

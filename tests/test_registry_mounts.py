@@ -20,6 +20,8 @@ from airgap.registry.client import Registry
 from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.registry import RegistryFactory, RegistryServer
 
+pytestmark = pytest.mark.integration
+
 
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,11 @@ from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
 from tests.harness.images import CorpusEntry, OciLayout, TestImage, push_corpus
+from tests.harness.importing import quiet_import
 from tests.harness.pki import Pki, create_ca, issue_client_cert
 from tests.harness.registry import RegistryFactory, RegistryServer
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
@@ -59,18 +61,6 @@ def small_bundle(
     return bundle, image
 
 
-def _import(
-    bundle: Path,
-    key: SigningKey,
-    host: str,
-    *extra: str | Path,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    return run_airgap(
-        "import", bundle, "--key", key.public, "--registry", host, "-q", *extra, env=env
-    )
-
-
 def test_mutual_tls_with_cert_dir_and_certs_d(
     tmp_path: Path,
     mtls_registry: tuple[RegistryServer, Path],
@@ -82,13 +72,13 @@ def test_mutual_tls_with_cert_dir_and_certs_d(
     bundle, image = small_bundle
     empty_roots = {"AIRGAP_CERTS_D": str(tmp_path / "no-certs.d")}
     # without a client certificate: one line saying what the registry wants
-    refused = _import(
-        bundle, signing_key, f"{registry.host}/x", "--ca-file", pki.ca_cert, env=empty_roots
+    refused = quiet_import(
+        bundle, signing_key.public, f"{registry.host}/x", "--ca-file", pki.ca_cert, env=empty_roots
     )
     assert_clean_failure(refused, 1, registry.host, "wants a client certificate", "--cert-dir")
     # --cert-dir: the CA and the client pair for this registry
-    given = _import(
-        bundle, signing_key, f"{registry.host}/given", "--cert-dir", files, env=empty_roots
+    given = quiet_import(
+        bundle, signing_key.public, f"{registry.host}/given", "--cert-dir", files, env=empty_roots
     )
     assert given.returncode == 0, given.stderr
     repository = image.repository
@@ -97,9 +87,9 @@ def test_mutual_tls_with_cert_dir_and_certs_d(
     # certs.d/HOST:PORT, found on its own: no --ca-file, no --cert-dir
     root = tmp_path / "certs.d"
     shutil.copytree(files, root / registry.host)
-    found = _import(
+    found = quiet_import(
         bundle,
-        signing_key,
+        signing_key.public,
         f"{registry.host}/found",
         env={"AIRGAP_CERTS_D": f"{tmp_path / 'absent'}:{root}"},
     )
@@ -110,9 +100,9 @@ def test_mutual_tls_with_cert_dir_and_certs_d(
     ca_only = tmp_path / "ca-only"
     ca_only.mkdir()
     shutil.copyfile(pki.ca_cert, ca_only / "ca.crt")
-    replaced = _import(
+    replaced = quiet_import(
         bundle,
-        signing_key,
+        signing_key.public,
         f"{registry.host}/y",
         "--cert-dir",
         ca_only,
@@ -152,7 +142,9 @@ def test_a_client_certificate_without_its_key_is_a_usage_error(
     broken = tmp_path / "broken"
     shutil.copytree(files, broken)
     (broken / "client.key").unlink()
-    result = _import(small_bundle[0], signing_key, f"{registry.host}/z", "--cert-dir", broken)
+    result = quiet_import(
+        small_bundle[0], signing_key.public, f"{registry.host}/z", "--cert-dir", broken
+    )
     assert_clean_failure(result, 2, str(broken / "client.cert"), "without its key client.key")
 
 
@@ -187,7 +179,9 @@ def test_tls_files_that_are_fifos_devices_or_huge_fail_at_once(
         ((), {"SSL_CERT_DIR": f"/nonexistent:{fifo}"}, ("SSL_CERT_DIR", "not a directory")),
     ]
     for extra, env, needles in cases:
-        result = _import(small_bundle[0], signing_key, f"{registry.host}/refused", *extra, env=env)
+        result = quiet_import(
+            small_bundle[0], signing_key.public, f"{registry.host}/refused", *extra, env=env
+        )
         assert_clean_failure(result, 2, *needles)
 
 
@@ -207,11 +201,11 @@ def test_the_system_directories_containers_first_then_docker(
     try:
         docker.mkdir(parents=True)
         shutil.copyfile(pki.ca_cert, docker / "ca.crt")
-        result = _import(small_bundle[0], signing_key, f"{registry.host}/docker")
+        result = quiet_import(small_bundle[0], signing_key.public, f"{registry.host}/docker")
         assert result.returncode == 0, result.stderr
         containers.mkdir(parents=True)
         shutil.copyfile(pki.other_ca_cert, containers / "ca.crt")  # wins, and is wrong
-        result = _import(small_bundle[0], signing_key, f"{registry.host}/containers")
+        result = quiet_import(small_bundle[0], signing_key.public, f"{registry.host}/containers")
         assert_clean_failure(result, 1, "TLS certificate not trusted")
     finally:
         shutil.rmtree(containers, ignore_errors=True)

@@ -22,6 +22,8 @@ from tests.harness import browser, tamper
 from tests.harness.cli import assert_clean_failure, run_airgap
 from tests.harness.delta_fixtures import DeltaBundles
 
+pytestmark = pytest.mark.e2e
+
 needs_chromium = pytest.mark.skipif(not browser.available(), reason="needs Debian's chromium")
 
 MARK = "data-pwned"

@@ -12,6 +12,8 @@ from airgap.mirror import nodeconfig
 from airgap.rewrite.mapping import Target, map_images
 from airgap.rewrite.references import Lookup, rewrite_images
 
+pytestmark = pytest.mark.unit
+
 COMPONENTS = """\
 # leading comment stays
 apiVersion: v1

@@ -207,6 +207,7 @@ def check_purl(purl: str, image: ImageRecord) -> None:
     assert (unquote(match["tag"]) if match["tag"] else None) == ref.tag
 
 
+@pytest.mark.e2e
 def test_spdx_document(capi_bundle: CollectedBundle) -> None:
     _, document = sbom(capi_bundle, "spdx")
     jsonschema.validate(document, SPDX_SCHEMA)
@@ -241,6 +242,7 @@ def test_spdx_document(capi_bundle: CollectedBundle) -> None:
     assert described == set(ids)
 
 
+@pytest.mark.integration
 def test_spdx_files_carry_sha1_when_the_bytes_are_at_hand(capi_bundle: CollectedBundle) -> None:
     """SPDX 2.3 requires a SHA1 per file; given the verified bundle, it is there."""
     verified = verify_bundle(capi_bundle.path, [load_public_key(capi_bundle.key.public)])
@@ -256,6 +258,7 @@ def test_spdx_files_carry_sha1_when_the_bytes_are_at_hand(capi_bundle: Collected
         ]
 
 
+@pytest.mark.e2e
 def test_cyclonedx_document(capi_bundle: CollectedBundle) -> None:
     _, document = sbom(capi_bundle, "cyclonedx")
     jsonschema.validate(document, CYCLONEDX_SCHEMA)
@@ -278,6 +281,7 @@ def test_cyclonedx_document(capi_bundle: CollectedBundle) -> None:
     assert len(set(refs)) == len(refs) == 15
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["spdx", "cyclonedx"])
 def test_sbom_is_deterministic(capi_bundle: CollectedBundle, kind: str) -> None:
     first, _ = sbom(capi_bundle, kind)
@@ -285,6 +289,7 @@ def test_sbom_is_deterministic(capi_bundle: CollectedBundle, kind: str) -> None:
     assert first == second
 
 
+@pytest.mark.unit
 def test_purl_of_a_digest_pinned_image() -> None:
     digest = "sha256:" + "ab" * 32
     image = ImageRecord(
@@ -302,6 +307,7 @@ def test_purl_of_a_digest_pinned_image() -> None:
     check_purl(purl, image)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["spdx", "cyclonedx"])
 def test_no_sbom_for_a_bundle_that_fails(
     capi_bundle: CollectedBundle, tmp_path: Path, kind: str

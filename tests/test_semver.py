@@ -9,6 +9,8 @@ import pytest
 from airgap.core.errors import InputError
 from airgap.sources.semver import highest, is_prerelease, parse_version, try_parse
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "fields"),

@@ -52,6 +52,9 @@ from tests.harness.pinned import PinnedWorld, build_pinned_world
 from tests.harness.pki import Pki
 from tests.harness.releases import ReleaseServer
 from tests.harness.runtimes import Containerd, Podman, missing_runtime
+from tests.harness.tamper import blob_data
+
+pytestmark = pytest.mark.e2e
 
 START_TIMEOUT = 60
 # SIGTERM is how a server is stopped: exit 0 and a line saying so, not an error
@@ -151,13 +154,6 @@ def world(
             )  # how a server is stopped
 
 
-def _member(bundle: Path, digest: str) -> bytes:
-    with tarfile.open(bundle) as tar:
-        handle = tar.extractfile(f"images/blobs/sha256/{digest.removeprefix('sha256:')}")
-        assert handle is not None
-        return handle.read()
-
-
 def _names(record: ImageRecord) -> tuple[str, str]:
     """The two repository names an image is served as: path, and host-element/path."""
     reference = parse_reference(record.reference)
@@ -207,7 +203,7 @@ def test_manifests_by_tag_and_digest(world: World) -> None:
     with httpx.Client(base_url=world.served.url) as client:
         for record in world.manifest.images:
             reference = parse_reference(record.reference)
-            stored = _member(world.pinned.bundle, record.digest)
+            stored = blob_data(world.pinned.bundle, record.digest)
             media_type = json.loads(stored).get("mediaType", record.media_type)
             for name in _names(record):
                 asked = [record.digest] + ([reference.tag] if reference.tag else [])
@@ -232,12 +228,12 @@ def test_manifests_by_tag_and_digest(world: World) -> None:
 def _a_layer(world: World) -> tuple[str, str, bytes]:
     """A repository name, a layer digest in it, and the layer's bytes."""
     record = next(r for r in world.manifest.images if not r.media_type.endswith("index.v1+json"))
-    manifest = json.loads(_member(world.pinned.bundle, record.digest))
+    manifest = json.loads(blob_data(world.pinned.bundle, record.digest))
     if "layers" not in manifest:  # a list: its first image
         child = manifest["manifests"][0]["digest"]
-        manifest = json.loads(_member(world.pinned.bundle, child))
+        manifest = json.loads(blob_data(world.pinned.bundle, child))
     digest = max(manifest["layers"], key=lambda layer: layer["size"])["digest"]
-    return _names(record)[0], digest, _member(world.pinned.bundle, digest)
+    return _names(record)[0], digest, blob_data(world.pinned.bundle, digest)
 
 
 @pytest.mark.parametrize("which", ["served", "served_parts"])

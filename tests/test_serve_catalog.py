@@ -15,6 +15,8 @@ from airgap.serve.catalog import AmbiguousName, build_catalog
 from airgap.serve.ranges import Unsatisfiable, parse_range
 from airgap.serve.run import parse_listen
 
+pytestmark = pytest.mark.unit
+
 
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()

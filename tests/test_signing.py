@@ -13,6 +13,8 @@ from airgap.bundle.signing import (
 )
 from airgap.core.errors import InputError, SignatureError
 
+pytestmark = pytest.mark.unit
+
 
 def test_keygen_writes_private_0600_and_public(tmp_path: Path) -> None:
     public, print_ = generate_keypair(tmp_path / "signing.key")

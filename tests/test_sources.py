@@ -48,6 +48,7 @@ def publish(server: ReleaseServer, tags: list[tuple[str, bool, bool]]) -> tuple[
 # --- GitHub ---------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_github_enterprise_url_maps_to_api_v3(
     release_server: ReleaseServer, client: httpx.Client
 ) -> None:
@@ -59,6 +60,7 @@ def test_github_enterprise_url_maps_to_api_v3(
     assert source.pinned_version is None and source.pinned_file is None
 
 
+@pytest.mark.unit
 def test_api_base_for_github_com_and_override(client: httpx.Client) -> None:
     url = "https://github.com/kubernetes-sigs/cluster-api/releases"
     source = source_for(url, client, NO_ENV)
@@ -72,6 +74,7 @@ def test_api_base_for_github_com_and_override(client: httpx.Client) -> None:
     assert source.api_base == "https://proxy.corp/gh-api"
 
 
+@pytest.mark.integration
 def test_latest_skips_drafts_and_prereleases(
     release_server: ReleaseServer, client: httpx.Client
 ) -> None:
@@ -92,6 +95,7 @@ def test_latest_skips_drafts_and_prereleases(
     assert source.resolve_version("v1.11.0-rc.1") == "v1.11.0-rc.1"
 
 
+@pytest.mark.integration
 def test_latest_follows_pagination(release_server: ReleaseServer, client: httpx.Client) -> None:
     tags = [(f"v0.{minor}.0", False, False) for minor in range(7)]
     tags.insert(0, ("v9.0.0-beta.0", True, False))
@@ -120,6 +124,7 @@ def test_latest_follows_pagination(release_server: ReleaseServer, client: httpx.
     ]
 
 
+@pytest.mark.integration
 def test_no_stable_release(release_server: ReleaseServer, client: httpx.Client) -> None:
     owner, repo = publish(release_server, [("v1.0.0-rc.0", False, False), ("v1.0.0", False, True)])
     source = source_for(release_server.repo_url(owner, repo), client, NO_ENV)
@@ -127,6 +132,7 @@ def test_no_stable_release(release_server: ReleaseServer, client: httpx.Client) 
         source.resolve_version("latest")
 
 
+@pytest.mark.integration
 def test_fetch_downloads_through_the_asset_api(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -144,6 +150,7 @@ def test_fetch_downloads_through_the_asset_api(
     assert release_server.requests()[1].accept == "application/octet-stream"
 
 
+@pytest.mark.integration
 def test_token_goes_to_the_api_host_only(
     tls_release_server: ReleaseServer, tls_client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -164,6 +171,7 @@ def test_token_goes_to_the_api_host_only(
     assert not cdn[0].has_auth
 
 
+@pytest.mark.integration
 def test_no_token_no_authorization(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -174,6 +182,7 @@ def test_no_token_no_authorization(
     assert not any(r.has_auth for r in release_server.requests())
 
 
+@pytest.mark.integration
 def test_token_is_read_from_the_environment(
     tls_release_server: ReleaseServer,
     tls_client: httpx.Client,
@@ -188,6 +197,7 @@ def test_token_is_read_from_the_environment(
     assert tls_release_server.requests()[0].authorization == f"Bearer {TOKEN}"
 
 
+@pytest.mark.integration
 def test_github_api_url_override(
     tls_release_server: ReleaseServer,
     tls_client: httpx.Client,
@@ -210,6 +220,7 @@ def test_github_api_url_override(
     assert api and all(r.authorization == f"Bearer {TOKEN}" for r in api)
 
 
+@pytest.mark.integration
 def test_missing_tag_names_url_and_tag(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -224,6 +235,7 @@ def test_missing_tag_names_url_and_tag(
     assert not (tmp_path / "m.yaml").exists()
 
 
+@pytest.mark.integration
 def test_draft_tag_is_not_found(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -233,6 +245,7 @@ def test_draft_tag_is_not_found(
         source.fetch("v1.0.0", "metadata.yaml", tmp_path / "m.yaml")
 
 
+@pytest.mark.integration
 def test_missing_asset_names_file_and_lists_assets(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -247,12 +260,14 @@ def test_missing_asset_names_file_and_lists_assets(
     assert "files: core-components.yaml, metadata.yaml" in message
 
 
+@pytest.mark.integration
 def test_unknown_repository(release_server: ReleaseServer, client: httpx.Client) -> None:
     source = source_for(release_server.repo_url("nobody", "nothing"), client, NO_ENV)
     with pytest.raises(NotFoundError, match=r"/api/v3/repos/nobody/nothing/releases: HTTP 404"):
         source.resolve_version("latest")
 
 
+@pytest.mark.integration
 def test_rate_limit_is_explained(release_server: ReleaseServer, client: httpx.Client) -> None:
     owner, repo = publish(release_server, [("v1.0.0", False, False)])
     release_server.fail_next(
@@ -266,6 +281,7 @@ def test_rate_limit_is_explained(release_server: ReleaseServer, client: httpx.Cl
     assert TOKEN not in str(caught.value)
 
 
+@pytest.mark.integration
 def test_transient_errors_are_retried(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -284,6 +300,7 @@ def test_transient_errors_are_retried(
     assert len(downloads) == 2
 
 
+@pytest.mark.integration
 def test_broken_download_leaves_nothing_behind(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -295,6 +312,7 @@ def test_broken_download_leaves_nothing_behind(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("suffix", "version", "filename"),
     [
@@ -317,6 +335,7 @@ def test_clusterctl_style_github_urls(
     assert source.url == "https://github.com/kubernetes-sigs/cluster-api/releases"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "url",
     [
@@ -331,6 +350,7 @@ def test_unsupported_urls(client: httpx.Client, url: str) -> None:
         source_for(url, client, NO_ENV)
 
 
+@pytest.mark.integration
 def test_versions_and_file_names_cannot_escape(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -344,6 +364,7 @@ def test_versions_and_file_names_cannot_escape(
 # --- plain HTTP directory -------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_plain_directory(
     release_server: ReleaseServer, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -364,6 +385,7 @@ def test_plain_directory(
     assert "HTTP 404" in str(caught.value)
 
 
+@pytest.mark.unit
 def test_plain_directory_file_url_pins_version_and_file(client: httpx.Client) -> None:
     source = source_for(
         "https://files.corp/capi/odd/v0.3.1/infrastructure-components.yaml", client, NO_ENV
@@ -390,6 +412,7 @@ def local_repo(tmp_path: Path) -> Path:
     return label
 
 
+@pytest.mark.unit
 def test_local_repository(local_repo: Path, client: httpx.Client, tmp_path: Path) -> None:
     source = source_for(local_repo.as_uri(), client, NO_ENV)
     assert isinstance(source, LocalRepositorySource)
@@ -403,6 +426,7 @@ def test_local_repository(local_repo: Path, client: httpx.Client, tmp_path: Path
     assert sorted(p.name for p in dest.parent.iterdir()) == ["components.yaml"]
 
 
+@pytest.mark.unit
 def test_local_repository_clusterctl_url(
     local_repo: Path, client: httpx.Client, tmp_path: Path
 ) -> None:
@@ -418,6 +442,7 @@ def test_local_repository_clusterctl_url(
     assert (tmp_path / "m.yaml").read_text() == "metadata v0.3.0\n"
 
 
+@pytest.mark.unit
 def test_local_repository_errors(local_repo: Path, client: httpx.Client, tmp_path: Path) -> None:
     source = source_for(local_repo.as_uri(), client, NO_ENV)
     with pytest.raises(NotFoundError, match=r"release v0\.3\.1 has no file core-components\.yaml"):
@@ -433,6 +458,7 @@ def test_local_repository_errors(local_repo: Path, client: httpx.Client, tmp_pat
         source_for("file://relative/path", client, NO_ENV)
 
 
+@pytest.mark.integration
 def test_client_without_redirects_is_refused(release_server: ReleaseServer, tmp_path: Path) -> None:
     owner, repo = publish(release_server, [("v1.0.0", False, False)])
     with build_client(follow_redirects=False) as no_redirects:

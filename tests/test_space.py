@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.harness.bundle_fixtures import CollectedBundle, SigningKey
 from tests.harness.capi import write_spec
 from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
@@ -16,6 +18,8 @@ from tests.harness.faultproxy import FaultProxy, FaultProxyFactory
 from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory, RegistryServer
 from tests.harness.tmpfs import tmpfs
+
+pytestmark = pytest.mark.e2e
 
 NAMES = ("app", "sidecar", "multiarch", "dockerv2", "dockerlist")
 

@@ -13,6 +13,8 @@ from airgap.core.errors import InputError, SpecError
 from airgap.providers.specs import ProviderSpec
 from airgap.providers.types import ProviderType
 
+pytestmark = pytest.mark.unit
+
 FULL = """\
 # what to carry across
 providers:

@@ -29,7 +29,10 @@ from tests.harness.images import TestImage
 from tests.harness.registry import RegistryFactory
 from tests.harness.releases import ReleaseServer
 from tests.harness.skopeo import raw_manifest
+from tests.harness.tamper import blob_data
 from tests.harness.tmpfs import mount_tmpfs, unmount
+
+pytestmark = pytest.mark.e2e
 
 PART = 32 << 10  # small parts of a small bundle: several, with members across them
 EPOCH = "1700000000"  # the same creation time for both collects: byte-identical bundles
@@ -157,7 +160,7 @@ def test_import_and_configmaps_read_the_parts(
     for image in manifest.images:
         path = image.reference.split("/", 1)[1].split(":")[0].split("@")[0]
         served = raw_manifest(f"mirror/{path}@{image.digest}", registry=registry)
-        assert served == _member(split.single, image.digest)
+        assert served == blob_data(split.single, image.digest)
     result = run_airgap(
         "configmaps",
         split.parts[0],
@@ -170,15 +173,6 @@ def test_import_and_configmaps_read_the_parts(
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "cm" / "operator" / "kustomization.yaml").is_file()
-
-
-def _member(bundle: Path, digest: str) -> bytes:
-    import tarfile
-
-    with tarfile.open(bundle) as tar:
-        handle = tar.extractfile(f"images/blobs/sha256/{digest.split(':')[1]}")
-        assert handle is not None
-        return handle.read()
 
 
 def _copy(split: Split, directory: Path) -> tuple[Path, list[Path]]:

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 
 def loaded_after(statement: str) -> set[str]:
     """Top-level packages loaded by ``statement`` in a fresh interpreter."""

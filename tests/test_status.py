@@ -28,6 +28,8 @@ from tests.harness.faultproxy import FaultProxyFactory
 from tests.harness.management_fixtures import ManagementBundle
 from tests.harness.registry import RegistryFactory, RegistryServer
 
+pytestmark = pytest.mark.e2e
+
 PREFIX = "mgmt"
 CAMEL = re.compile(r"^[A-Z][A-Za-z]+$")
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")

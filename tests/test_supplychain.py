@@ -37,10 +37,12 @@ from airgap.supplychain.sigstore import verify_bundle
 from tests.harness import browser, cosign, skopeo, tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import assert_clean_failure, collect_args, run_airgap
+from tests.harness.cli import assert_clean_failure, collect_args, collect_ok, run_airgap
 from tests.harness.images import Descriptor, OciLayout
+from tests.harness.importing import import_report
 from tests.harness.ociserver import OciServer
 from tests.harness.registry import RegistryServer
+from tests.harness.tamper import blob_data, tar_member
 from tests.test_serve import Served
 
 IDENTITY = "release@example.test"
@@ -236,22 +238,11 @@ def _collect(
 ) -> tuple[Path, BundleManifest]:
     spec_path = write_spec(tmp_path / "spec.yaml", {"images": images, **spec})
     output = tmp_path / "bundle.tar"
-    result = run_airgap("collect", spec_path, "--sign-key", key.private, "-o", output, "-q", *args)
-    assert result.returncode == 0, result.stderr
+    collect_ok(spec_path, key.private, output, "-q", *args)
     return output, read_head(output).manifest
 
 
-def _member(bundle: Path, digest: str) -> bytes:
-    return _read_member(bundle, f"images/blobs/sha256/{digest[7:]}")
-
-
-def _read_member(bundle: Path, name: str) -> bytes:
-    with tarfile.open(bundle) as tar:
-        extracted = tar.extractfile(name)
-        assert extracted is not None
-        return extracted.read()
-
-
+@pytest.mark.e2e
 def test_collect_carries_signatures_attestations_and_sboms_byte_for_byte(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -271,9 +262,9 @@ def test_collect_carries_signatures_attestations_and_sboms_byte_for_byte(
             upstream.ref(f"signed/app{'@' if where.startswith('sha256:') else ':'}{where}"),
             registry=upstream.registry,
         )
-        assert _member(bundle, artifact.digest) == served  # the exact bytes upstream serves
+        assert blob_data(bundle, artifact.digest) == served  # the exact bytes upstream serves
         for blob in json.loads(served)["layers"]:
-            assert skopeo.digest_of(_member(bundle, blob["digest"])) == blob["digest"]
+            assert skopeo.digest_of(blob_data(bundle, blob["digest"])) == blob["digest"]
     sbom = next(a for a in manifest.artifacts if a.kind == "sbom")
     assert sbom.digest == upstream.sbom.digest and sbom.artifact_type == SPDX
     verified = run_airgap("verify", bundle, "--key", signing_key.public)
@@ -311,6 +302,7 @@ def test_collect_carries_signatures_attestations_and_sboms_byte_for_byte(
     ]
 
 
+@pytest.mark.e2e
 def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_source(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -327,7 +319,7 @@ def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_sour
     manifest = read_head(bundle).manifest
     (image,) = manifest.images
     assert image.source_digest == upstream.multi.digest
-    stored = json.loads(_member(bundle, image.digest))
+    stored = json.loads(blob_data(bundle, image.digest))
     arm64 = upstream.children["arm64"].digest
     kept = [entry["digest"] for entry in stored["manifests"]]
     assert kept == [arm64, upstream.attestations[arm64].digest]
@@ -338,13 +330,14 @@ def test_platform_filter_keeps_attestations_of_kept_children_and_the_signed_sour
         ("signature", "tag", upstream.multi.digest),  # upstream signed the whole index
     }
     # the source index travels too: its signature is checkable only against it
-    assert skopeo.digest_of(_member(bundle, upstream.multi.digest)) == upstream.multi.digest
+    assert skopeo.digest_of(blob_data(bundle, upstream.multi.digest)) == upstream.multi.digest
     verified = run_airgap("verify", bundle, "--key", signing_key.public)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     inspected = json.loads(run_airgap("inspect", bundle, "--format", "json").stdout)
     assert inspected["images"][0]["indexSignature"]["subject"] == upstream.multi.digest
 
 
+@pytest.mark.e2e
 def test_no_signatures_carries_none_and_drops_index_attestations(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -354,12 +347,13 @@ def test_no_signatures_carries_none_and_drops_index_attestations(
     )
     assert manifest.artifacts == []
     multi = next(i for i in manifest.images if "multi" in i.reference)
-    stored = json.loads(_member(bundle, multi.digest))
+    stored = json.loads(blob_data(bundle, multi.digest))
     assert [e["digest"] for e in stored["manifests"]] == [upstream.children["arm64"].digest]
     with tarfile.open(bundle) as tar:
         assert f"images/blobs/sha256/{upstream.multi.digest[7:]}" not in tar.getnames()
 
 
+@pytest.mark.e2e
 def test_referrers_api_is_asked_and_paged(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -395,6 +389,7 @@ def test_referrers_api_is_asked_and_paged(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -448,6 +443,7 @@ def test_signatures_verified_at_collect_and_again_offline_with_carried_trust(
     assert rule["details"] == [f"{images[0]}: keyless {IDENTITY} ({ISSUER})"]
 
 
+@pytest.mark.e2e
 def test_tampered_signatures_are_named_with_their_reason(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -490,6 +486,7 @@ def test_tampered_signatures_are_named_with_their_reason(
     assert not output.exists()
 
 
+@pytest.mark.e2e
 def test_policy_mistakes_name_their_line(tmp_path: Path, upstream: Upstream) -> None:
     cases = {
         "requireSignatures:\n  keys: [missing.pub]\n": ":2: requireSignatures.keys[0]:",
@@ -511,22 +508,14 @@ def test_policy_mistakes_name_their_line(tmp_path: Path, upstream: Upstream) -> 
         assert f"{policy}" in result.stderr and expected in result.stderr, (text, result.stderr)
 
 
-def _import(bundle: Path, key: SigningKey, target: str, out: Path) -> dict[str, object]:
-    result = run_airgap(
-        "import", bundle, "--key", key.public, "--registry", target, "--output-dir", out, "-q"
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    report: dict[str, object] = json.loads((out / "import-report.json").read_text())
-    return report
-
-
+@pytest.mark.e2e
 def test_import_puts_them_where_cosign_and_the_referrers_tag_look(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
     images = [upstream.ref("signed/app:v1"), upstream.ref("signed/multi:v1")]
     bundle, manifest = _collect(tmp_path, signing_key, images, platforms=["linux/arm64"])
     target = registry_factory("plain")  # Debian's docker-registry: no referrers API
-    report = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
+    report = import_report(bundle, signing_key.public, f"{target.host}/mirror", tmp_path / "out")
     # sig, att, sbom of the app and arm64's sig; the source index's sig has no subject there
     assert report["attached"] == {
         "artifacts": 4,
@@ -578,17 +567,20 @@ def test_import_puts_them_where_cosign_and_the_referrers_tag_look(
         check=False,
     )
     assert checked.returncode == 0 and "Verified OK" in checked.stdout, checked.stderr
-    again = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "again")
+    again = import_report(bundle, signing_key.public, f"{target.host}/mirror", tmp_path / "again")
     assert again["changed"] is False and again["manifests_pushed"] == 0
 
 
+@pytest.mark.e2e
 def test_import_uses_the_referrers_api_where_the_target_has_it(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
     bundle, manifest = _collect(tmp_path, signing_key, [upstream.ref("signed/app:v1")])
     server = OciServer()
     try:
-        report = _import(bundle, signing_key, f"{server.host}/mirror", tmp_path / "out")
+        report = import_report(
+            bundle, signing_key.public, f"{server.host}/mirror", tmp_path / "out"
+        )
         assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "api"}
         fallback = f"/manifests/sha256-{upstream.app.digest[7:]}"
         assert not any(m == "PUT" and p.endswith(fallback) for m, p in server.requests)
@@ -609,6 +601,7 @@ def test_import_uses_the_referrers_api_where_the_target_has_it(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -619,7 +612,7 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     image = upstream.ref("signed/app:v1")
     bundle, manifest = _collect(tmp_path, signing_key, [image])
     target = registry_factory("plain")
-    _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
+    import_report(bundle, signing_key.public, f"{target.host}/mirror", tmp_path / "out")
     args: list[str | Path] = [
         "status",
         bundle,
@@ -646,6 +639,7 @@ def test_status_asks_for_what_import_attached_and_names_a_lost_signature(
     assert sbom in degraded["message"], degraded["message"]
 
 
+@pytest.mark.e2e
 def test_verify_refuses_artifact_records_that_do_not_hold(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -678,6 +672,7 @@ def test_verify_refuses_artifact_records_that_do_not_hold(
         assert "artifact" in result.stderr and reason in result.stdout, (name, result.stdout)
 
 
+@pytest.mark.e2e
 def test_a_stale_referrers_tag_entry_is_skipped(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -699,6 +694,7 @@ def test_a_stale_referrers_tag_entry_is_skipped(
         server.stop()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -738,6 +734,7 @@ def test_a_hostile_referrers_answer_fails_collect_in_one_line(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_a_delta_relies_on_the_base_for_attached_blobs(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -758,7 +755,7 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
     # requireSignatures: a delta made against the base's manifest alone relies on the
     # signature the base carried, by digest; verify says so (the base checked it)
     for name in (MANIFEST_NAME, SIGNATURE_NAME):
-        (tmp_path / name).write_bytes(_read_member(base, name))
+        (tmp_path / name).write_bytes(tar_member(base, name))
     thin = tmp_path / "thin.tar"
     result = run_airgap(
         *collect_args(spec, signing_key.private, thin),
@@ -784,7 +781,7 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
         (rule,) = json.loads(result.stdout)["policy"]
         assert rule["details"] == [f"{images[0]}: {detail}"]
     # made from a have-list alone, no verified bundle holds the signature: refused
-    payload = json.loads(_member(base, signature.digest))["layers"][0]["digest"]
+    payload = json.loads(blob_data(base, signature.digest))["layers"][0]["digest"]
     have = tmp_path / "have.json"
     held = {upstream.ref("signed/app"): [payload]}
     have.write_text(
@@ -798,8 +795,10 @@ def test_a_delta_relies_on_the_base_for_attached_blobs(
     assert result.returncode == 1
     assert "is not in this delta (the have-list says the target holds it)" in result.stdout
     target = registry_factory("plain")
-    _import(base, signing_key, f"{target.host}/mirror", tmp_path / "base-out")
-    report = _import(delta, signing_key, f"{target.host}/mirror", tmp_path / "delta-out")
+    import_report(base, signing_key.public, f"{target.host}/mirror", tmp_path / "base-out")
+    report = import_report(
+        delta, signing_key.public, f"{target.host}/mirror", tmp_path / "delta-out"
+    )
     assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "tag schema"}
 
 
@@ -841,6 +840,7 @@ def _v3_image(server: OciServer, up: Upstream, name: str) -> Descriptor:
     return image
 
 
+@pytest.mark.e2e
 def test_cosign3_sigstore_bundles_are_verified_offline_and_pushed_as_referrers(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey, registry_factory: Any
 ) -> None:
@@ -915,7 +915,9 @@ def test_cosign3_sigstore_bundles_are_verified_offline_and_pushed_as_referrers(
             assert reason in offending[f"{server.host}/v3/{name}:v1"], (name, offending)
         # Debian's registry has no referrers API: import lists them under sha256-HEX
         target = registry_factory("plain")
-        report = _import(bundle, signing_key, f"{target.host}/mirror", tmp_path / "out")
+        report = import_report(
+            bundle, signing_key.public, f"{target.host}/mirror", tmp_path / "out"
+        )
         assert report["attached"] == {"artifacts": 3, "skipped": 0, "referrers": "tag schema"}
         listing = json.loads(
             skopeo.raw_manifest(f"mirror/v3/good:sha256-{good.digest[7:]}", registry=target)
@@ -931,6 +933,7 @@ def test_cosign3_sigstore_bundles_are_verified_offline_and_pushed_as_referrers(
         server.stop()
 
 
+@pytest.mark.e2e
 def test_serve_answers_cosign_lookups_of_carried_artifacts(
     tmp_path: Path, upstream: Upstream, signing_key: SigningKey
 ) -> None:
@@ -975,6 +978,7 @@ def test_serve_answers_cosign_lookups_of_carried_artifacts(
         served.stop()
 
 
+@pytest.mark.unit
 def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
     """The pure check on its own: a message-signature bundle (hashedrekord entry) is
     accepted over the image's digest, a keyless one only if its certificate was valid
@@ -1071,6 +1075,7 @@ def test_sigstore_bundle_message_signatures_and_hostile_bundles() -> None:
         assert reason in str(raised.value) and "\n" not in str(raised.value), raised.value
 
 
+@pytest.mark.unit
 def test_a_real_fulcio_certificate_passes_path_validation_at_its_log_time() -> None:
     """The production Fulcio leaf (critical SAN holding only an e-mail, code signing, an
     embedded SCT list) chains through the real intermediate to the real root under the

@@ -12,6 +12,8 @@ import pytest
 
 from tests.harness.tarextract import extract
 
+pytestmark = pytest.mark.unit
+
 
 def _tar(path: Path, members: list[tarfile.TarInfo]) -> Path:
     with tarfile.open(path, "w") as tar:

@@ -21,6 +21,8 @@ from airgap.formats.tarheader import (
 )
 from airgap.providers.imagefs import ImageFiles, LayerError
 
+pytestmark = pytest.mark.unit
+
 LAYER = "application/vnd.oci.image.layer.v1.tar"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from airgap.content.fetch import ContentRequest, fetch_content
 from airgap.content.kinds import ContentKind
@@ -112,6 +113,7 @@ spec:
 """
 
 
+@pytest.mark.unit
 def test_a_flavor_resolves_per_version() -> None:
     images, unresolved = template_images(FLAVOR, "cluster-template.yaml", ("v1.33.4", "v1.34.1"))
     assert images == [
@@ -124,6 +126,7 @@ def test_a_flavor_resolves_per_version() -> None:
     assert "files[0] /etc/kubernetes/manifests/agent.yaml" in unresolved[0]
 
 
+@pytest.mark.unit
 def test_without_versions_the_node_image_is_reported_not_dropped() -> None:
     images, unresolved = template_images(FLAVOR, "cluster-template.yaml")
     assert images == ["ghcr.io/kube-vip/kube-vip:v0.8.0"]
@@ -131,6 +134,7 @@ def test_without_versions_the_node_image_is_reported_not_dropped() -> None:
     assert any("AGENT_IMAGE" in line for line in unresolved)
 
 
+@pytest.mark.unit
 def test_a_clusterclass_patch_image_and_files_resolve() -> None:
     images, unresolved = template_images(
         CLUSTERCLASS, "clusterclass-quick-start.yaml", ("v1.34.1",)
@@ -140,11 +144,13 @@ def test_a_clusterclass_patch_image_and_files_resolve() -> None:
     assert "patch podSecurityStandard" in line and "CLUSTERCLASS_PATCH_VARIABLE" in line
 
 
+@pytest.mark.unit
 def test_for_version_substitutes_only_the_version() -> None:
     text = "a: ${KUBERNETES_VERSION}\nb: ${KUBERNETES_VERSION:=v1.0.0}\nc: ${OTHER:=x}\n"
     assert for_version(text, "v1.34.1") == "a: v1.34.1\nb: v1.34.1\nc: ${OTHER:=x}\n"
 
 
+@pytest.mark.integration
 def test_collect_resolves_carried_templates_for_each_version(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:

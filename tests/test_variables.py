@@ -39,6 +39,7 @@ TOUCHED = ("PROVIDER_CREDENTIALS", "LOG_LEVEL", "EXP_MACHINE_POOL", "CLUSTER_TOP
 # --- the file and the precedence (pure) --------------------------------------------------
 
 
+@pytest.mark.unit
 def test_file_values_as_clusterctl_reads_them(tmp_path: Path) -> None:
     text = (
         "# a clusterctl.yaml: variables and configuration side by side\n"
@@ -65,6 +66,7 @@ def test_file_values_as_clusterctl_reads_them(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.unit
 def test_environment_wins_over_the_file_and_the_fallback_comes_last() -> None:
     values = VariableValues.from_sources(
         {"Log_Level": "from-file", "ONLY_FILE": "f", "OCI_USERNAME": "file-user"},
@@ -80,6 +82,7 @@ def test_environment_wins_over_the_file_and_the_fallback_comes_last() -> None:
     assert repr(values) == "VariableValues(<3 from a file, the environment>)"  # no value
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -110,6 +113,7 @@ def test_bad_files_fail_naming_file_and_line_never_a_value(
     assert "s3cr3t" not in message
 
 
+@pytest.mark.unit
 def test_the_file_is_bounded_and_must_be_a_regular_utf8_file(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_text("A: " + "x" * MAX_VARIABLES_BYTES + "\n")
@@ -173,6 +177,7 @@ def under_umask_000(function: Any) -> Any:
         os.umask(old)
 
 
+@pytest.mark.e2e
 def test_values_from_file_and_environment_fill_the_secrets(
     capi_bundle: CollectedBundle, tmp_path: Path, clean_env: None
 ) -> None:
@@ -206,6 +211,7 @@ def test_values_from_file_and_environment_fill_the_secrets(
     assert "s3cr3t" not in result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_missing_required_variables_are_named_in_one_warning(
     capi_bundle: CollectedBundle, tmp_path: Path, clean_env: None
 ) -> None:
@@ -224,6 +230,7 @@ def test_missing_required_variables_are_named_in_one_warning(
         assert "PROVIDER_CREDENTIALS" not in secret["stringData"]  # commented out
 
 
+@pytest.mark.e2e
 def test_import_takes_the_same_flag_and_reports_names_only(
     capi_bundle: CollectedBundle,
     registry_factory: RegistryFactory,
@@ -263,6 +270,7 @@ def test_import_takes_the_same_flag_and_reports_names_only(
     assert "s3cr3t" not in result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_a_bad_variables_file_fails_before_anything_is_written(
     capi_bundle: CollectedBundle, tmp_path: Path
 ) -> None:

@@ -101,6 +101,7 @@ def has_failure(report: dict[str, Any], kind: str, subject: str, message: str = 
 # -- the good bundle ----------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_untouched_bundle_verifies(corpus: Corpus, tmp_path: Path) -> None:
     before = sorted(corpus.good.parent.iterdir())
     result = run_airgap(
@@ -124,6 +125,7 @@ def test_untouched_bundle_verifies(corpus: Corpus, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_untouched_bundle_json_report(corpus: Corpus) -> None:
     result, report = verify_json(corpus.good, "--key", corpus.key.public)
     assert result.returncode == 0, result.stderr
@@ -139,12 +141,14 @@ def test_untouched_bundle_json_report(corpus: Corpus) -> None:
     assert multi["platforms"] == ["linux/amd64", "linux/arm64/v8"]
 
 
+@pytest.mark.integration
 def test_harness_round_trip_is_byte_identical(corpus: Corpus, tmp_path: Path) -> None:
     """So each tamper case changes exactly what it says and nothing else."""
     copy = tamper.rewrite(corpus.good, tmp_path / "copy.tar", lambda members: members)
     assert copy.read_bytes() == corpus.good.read_bytes()
 
 
+@pytest.mark.integration
 def test_manifest_bytes_are_read_again_and_checked(corpus: Corpus, tmp_path: Path) -> None:
     """A verified bundle does not hold its manifest's bytes: asked for, they are read
     again and must still be the bytes that were verified."""
@@ -172,6 +176,7 @@ def test_manifest_bytes_are_read_again_and_checked(corpus: Corpus, tmp_path: Pat
 # -- keys ---------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_second_trusted_key_is_the_signer(corpus: Corpus, tmp_path: Path) -> None:
     _, other = tamper.new_key(tmp_path, "other")
     for keys in ([other, corpus.key.public], [corpus.key.public, other]):
@@ -182,6 +187,7 @@ def test_second_trusted_key_is_the_signer(corpus: Corpus, tmp_path: Path) -> Non
         assert report["signature"] == corpus.fingerprint
 
 
+@pytest.mark.e2e
 def test_only_an_untrusted_key_fails(corpus: Corpus, tmp_path: Path) -> None:
     _, other = tamper.new_key(tmp_path, "other")
     result, report = verify_json(corpus.good, "--key", other)
@@ -191,17 +197,20 @@ def test_only_an_untrusted_key_fails(corpus: Corpus, tmp_path: Path) -> None:
     assert has_failure(report, "signature", SIGNATURE_NAME, other_fingerprint)
 
 
+@pytest.mark.e2e
 def test_no_key_is_refused(corpus: Corpus) -> None:
     result = run_airgap("verify", corpus.good)
     assert_clean_failure(result, 2, "no trusted key", "--key", "--no-signature")
     assert result.stdout == ""
 
 
+@pytest.mark.e2e
 def test_key_and_no_signature_together_are_refused(corpus: Corpus) -> None:
     result = run_airgap("verify", corpus.good, "--key", corpus.key.public, "--no-signature")
     assert_clean_failure(result, 2, "--key", "--no-signature")
 
 
+@pytest.mark.e2e
 def test_no_signature_passes_loudly(corpus: Corpus) -> None:
     text = run_airgap("verify", corpus.good, "--no-signature")
     assert text.returncode == 0, text.stderr
@@ -216,6 +225,7 @@ def test_no_signature_passes_loudly(corpus: Corpus) -> None:
     assert "WARNING" in result.stderr
 
 
+@pytest.mark.e2e
 def test_no_signature_still_checks_contents(corpus: Corpus, tmp_path: Path) -> None:
     bundle = tamper.flip_byte(corpus.good, tmp_path / "x.tar", corpus.app_layer)
     result, report = verify_json(bundle, "--no-signature")
@@ -224,12 +234,14 @@ def test_no_signature_still_checks_contents(corpus: Corpus, tmp_path: Path) -> N
     assert has_failure(report, "member", corpus.app_layer, "does not match")
 
 
+@pytest.mark.e2e
 def test_missing_bundle_is_a_usage_error(corpus: Corpus, tmp_path: Path) -> None:
     missing = tmp_path / "nope.tar"
     result = run_airgap("verify", missing, "--key", corpus.key.public)
     assert_clean_failure(result, 2, str(missing))
 
 
+@pytest.mark.e2e
 def test_missing_or_bad_key_file_is_a_usage_error(corpus: Corpus, tmp_path: Path) -> None:
     missing = tmp_path / "nokey.pub"
     assert_clean_failure(run_airgap("verify", corpus.good, "--key", missing), 2, "nokey.pub")
@@ -651,7 +663,7 @@ def image_not_in_the_layout_resigned_by_the_trusted_key(c: Corpus, out: Path) ->
 
 @case
 def index_json_names_another_digest(c: Corpus, out: Path) -> list[Expect]:
-    index = json.loads(_member(c, INDEX_JSON))
+    index = json.loads(tamper.member_data(c.good, INDEX_JSON))
     sidecar = next(i for i in c.manifest.images if "sidecar" in i.reference)
     for entry in index["manifests"]:
         if entry["annotations"]["org.opencontainers.image.ref.name"] == c.app.reference:
@@ -686,15 +698,11 @@ def blob_not_named_by_its_digest(c: Corpus, out: Path) -> list[Expect]:
     ]
 
 
-def _member(c: Corpus, name: str) -> bytes:
-    return next(m.data for m in tamper.read_members(c.good) if m.name == name)
-
-
 def _swap_app_manifest(c: Corpus, out: Path, data: bytes) -> str:
     """Replace the app's manifest by ``data`` everywhere (blob, index.json, manifest)
     and re-sign with the trusted key: only the layout checks can object."""
     digest = skopeo.digest_of(data)
-    index = json.loads(_member(c, INDEX_JSON))
+    index = json.loads(tamper.member_data(c.good, INDEX_JSON))
     for entry in index["manifests"]:
         if entry["digest"] == c.app.digest:
             entry["digest"], entry["size"] = digest, len(data)
@@ -726,7 +734,7 @@ def image_manifest_does_not_parse(c: Corpus, out: Path) -> list[Expect]:
 
 @case
 def image_manifest_descriptor_lies_about_a_size(c: Corpus, out: Path) -> list[Expect]:
-    manifest = json.loads(_member(c, blob_member(c.app.digest)))
+    manifest = json.loads(tamper.member_data(c.good, blob_member(c.app.digest)))
     layer = next(x for x in manifest["layers"] if x["digest"] == _digest(c.app_layer))
     real = layer["size"]
     layer["size"] = real + 1
@@ -742,7 +750,7 @@ def image_manifest_descriptor_lies_about_a_size(c: Corpus, out: Path) -> list[Ex
 
 @case
 def image_manifest_points_at_a_missing_blob(c: Corpus, out: Path) -> list[Expect]:
-    manifest = json.loads(_member(c, blob_member(c.app.digest)))
+    manifest = json.loads(tamper.member_data(c.good, blob_member(c.app.digest)))
     ghost = "sha256:" + "a" * 64
     manifest["layers"].append(
         {"mediaType": manifest["layers"][0]["mediaType"], "digest": ghost, "size": 1}
@@ -845,6 +853,7 @@ TRUSTED_EDITS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", list(CASES))
 def test_tampered_bundle_is_rejected(name: str, corpus: Corpus, tmp_path: Path) -> None:
     bundle = tmp_path / f"{name}.tar"
@@ -866,6 +875,7 @@ def test_tampered_bundle_is_rejected(name: str, corpus: Corpus, tmp_path: Path) 
         assert not has_failure(report, "signature", "")
 
 
+@pytest.mark.e2e
 def test_trusted_resign_with_missing_blobs_fails_only_on_the_layout(
     corpus: Corpus, tmp_path: Path
 ) -> None:
@@ -881,6 +891,7 @@ def test_trusted_resign_with_missing_blobs_fails_only_on_the_layout(
     assert {f["subject"] for f in report["failures"]} == {corpus.app.reference}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "name",
     [
@@ -906,6 +917,7 @@ def test_text_report_lists_one_failure_per_line(name: str, corpus: Corpus, tmp_p
     assert listed == [f"  {f['kind']}: {f['subject']}: {f['message']}" for f in report["failures"]]
 
 
+@pytest.mark.e2e
 def test_every_failure_is_reported_not_just_the_first(corpus: Corpus, tmp_path: Path) -> None:
     step = tamper.flip_byte(corpus.good, tmp_path / "1.tar", corpus.app_layer)
     step = tamper.drop(step, tmp_path / "2.tar", corpus.docker.components)
@@ -917,6 +929,7 @@ def test_every_failure_is_reported_not_just_the_first(corpus: Corpus, tmp_path: 
     assert has_failure(report, "member", "images/link", "symlink")
 
 
+@pytest.mark.e2e
 def test_damaged_members_are_reported_in_tar_order(corpus: Corpus, tmp_path: Path) -> None:
     """Workers hash the largest members first (scan._HashPool); the report still lists
     damaged members in the order they are in the tar."""
@@ -980,6 +993,7 @@ def _verify_peak_rss(bundle: Path, key: Path, scratch: Path) -> tuple[int, dict[
     return int(peak_file.read_text()), json.loads(result.stdout)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_verify_streams_a_large_bundle_in_constant_memory(
     tmp_path: Path,
@@ -1006,6 +1020,7 @@ def test_verify_streams_a_large_bundle_in_constant_memory(
     assert peak - small_peak < 16 << 20, (peak >> 20, small_peak >> 20)
 
 
+@pytest.mark.unit
 def test_index_json_read_compactly_gives_the_full_parse_findings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1059,6 +1074,7 @@ def test_index_json_read_compactly_gives_the_full_parse_findings(
     assert content._quick_entries(iter([json.dumps(written).encode()]), manifest) is not None
 
 
+@pytest.mark.unit
 def test_members_index_finds_each_listed_record_as_a_dict_would() -> None:
     """The scan keeps verified members as offsets beside the manifest's records (issue 12,
     scale RSS): a name finds the record listed last under it, blob or not, as

@@ -28,7 +28,6 @@ from airgap.mirror.workload import (
 )
 from airgap.providers.components import VARIABLE_RE
 from airgap.providers.types import ProviderType
-from tests.conftest import start_registry, stop_registry
 from tests.harness import tamper
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
@@ -36,6 +35,7 @@ from tests.harness.cli import run_airgap
 from tests.harness.images import OciLayout, push_image
 from tests.harness.pki import Pki
 from tests.harness.registry import RegistryFactory
+from tests.harness.registry_fixtures import start_registry, stop_registry
 from tests.harness.releases import ReleaseServer, make_release_files
 from tests.harness.runtimes import Containerd, missing_runtime
 from tests.test_kubernetes_images import KUBEADM_LISTS, publish
@@ -55,7 +55,10 @@ VARIABLES = {
 
 PSS_ENABLED = "{{ .podSecurityStandard.enabled }}"
 
-pytestmark = pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime()))
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(missing_runtime() is not None, reason=str(missing_runtime())),
+]
 
 
 def render(text: str, values: dict[str, str]) -> str:

@@ -29,6 +29,8 @@ from tests.harness.realistic import (
     realistic_metadata,
 )
 
+pytestmark = pytest.mark.unit
+
 IMAGES = ["registry.example/capi/manager:v1.10.0", "registry.example/capi/sidecar:v0.1"]
 
 

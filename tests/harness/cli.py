@@ -47,3 +47,12 @@ def collect_args(spec: Path, sign_key: Path, output: Path) -> list[str | Path]:
     """``collect SPEC --sign-key KEY -o OUTPUT``: the start of every collect a test runs
     (the rest is what the test varies)."""
     return ["collect", spec, "--sign-key", sign_key, "-o", output]
+
+
+def collect_ok(
+    spec: Path, sign_key: Path, output: Path, *extra: str | Path, env: dict[str, str] | None = None
+) -> Path:
+    """``collect SPEC --sign-key KEY -o OUTPUT EXTRA...`` that must succeed: OUTPUT."""
+    result = run_airgap(*collect_args(spec, sign_key, output), *extra, env=env)
+    assert result.returncode == 0, result.stderr
+    return output

@@ -25,7 +25,7 @@ from airgap.bundle.reader import read_head
 from airgap.providers.types import ProviderType
 from tests.harness.bundle_fixtures import SigningKey
 from tests.harness.capi import write_spec
-from tests.harness.cli import run_airgap
+from tests.harness.cli import collect_ok
 from tests.harness.images import AMD64, ARM64, OciLayout, TestImage, push_image
 from tests.harness.registry import RegistryServer
 from tests.harness.releases import ReleaseServer, make_components, make_metadata
@@ -101,14 +101,6 @@ def _spec(core: str, core_version: str, odd: str, extra: TestImage) -> dict[str,
     }
 
 
-def _collect(
-    spec: Path, output: Path, key: SigningKey, env: dict[str, str], *extra: str | Path
-) -> Path:
-    result = run_airgap("collect", spec, "--sign-key", key.private, "-o", output, *extra, env=env)
-    assert result.returncode == 0, result.stderr
-    return output
-
-
 @pytest.fixture(scope="session")
 def delta_bundles(
     tmp_path_factory: pytest.TempPathFactory,
@@ -129,18 +121,18 @@ def delta_bundles(
     env = {"GITHUB_API_URL": release_server.api_url}
     old_spec = write_spec(directory / "old.yaml", _spec(core, "v1.9.0", odd, images["gone"]))
     new_spec = write_spec(directory / "new.yaml", _spec(core, "v1.11.0", odd, images["extra"]))
-    old = _collect(old_spec, directory / "old.tar", signing_key, env)
+    old = collect_ok(old_spec, signing_key.private, directory / "old.tar", env=env)
     images["app_v2"] = push("app_v2", "app")  # the one-image change: same tag, new digest
-    one_delta = _collect(
+    one_delta = collect_ok(
         old_spec,
+        signing_key.private,
         directory / "one-delta.tar",
-        signing_key,
-        env,
         "--base",
         old,
         "--base-key",
         signing_key.public,
+        env=env,
     )
-    one = _collect(old_spec, directory / "one.tar", signing_key, env)
-    new = _collect(new_spec, directory / "new.tar", signing_key, env)
+    one = collect_ok(old_spec, signing_key.private, directory / "one.tar", env=env)
+    new = collect_ok(new_spec, signing_key.private, directory / "new.tar", env=env)
     return DeltaBundles(directory, signing_key, env, images, old, one_delta, one, new, old_spec)

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.harness.tiers import need_tool
+
 __all__ = ["export_public_key", "gnupg_home", "message_block", "sign_provenance"]
 
 USER_ID = "airgap chart signer <charts@example.invalid>"
@@ -57,8 +59,8 @@ def export_public_key(home: Path, directory: Path, *, armor: bool = True) -> Pat
 
 def _gpg(home: Path, *args: str, input: bytes | None = None) -> bytes:
     result = subprocess.run(
-        ["gpg", "--homedir", str(home), "--batch", "--yes", "--pinentry-mode", "loopback",
-         "--passphrase", "", *args],
+        [need_tool("gpg"), "--homedir", str(home), "--batch", "--yes",
+         "--pinentry-mode", "loopback", "--passphrase", "", *args],
         input=input,
         capture_output=True,
         check=False,

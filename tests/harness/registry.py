@@ -25,11 +25,17 @@ from typing import Any, Protocol
 import yaml
 
 from tests.harness.pki import Pki
+from tests.harness.tiers import need_tool
 from tests.harness.tokenserver import TokenServer
 
 __all__ = ["RegistryFactory", "RegistryMode", "RegistryServer", "RegistryStartError", "free_port"]
 
-REGISTRY_BINARY = os.environ.get("AIRGAP_TEST_REGISTRY_BIN", "/usr/bin/docker-registry")
+# Debian's package puts it in /usr/bin; found on PATH so that a run without it skips clearly
+REGISTRY_BINARY = (
+    os.environ.get("AIRGAP_TEST_REGISTRY_BIN")
+    or shutil.which("docker-registry")
+    or "docker-registry"
+)
 START_TIMEOUT = 15.0
 _BIND_ATTEMPTS = 5
 
@@ -66,7 +72,7 @@ def _die_with_parent() -> None:
 def _htpasswd_line(user: str, password: str) -> str:
     """bcrypt entry via Apache's htpasswd: distribution only accepts bcrypt hashes."""
     out = subprocess.run(
-        ["htpasswd", "-Bbn", user, password],
+        [need_tool("htpasswd"), "-Bbn", user, password],
         check=True,
         capture_output=True,
         text=True,
@@ -197,6 +203,7 @@ class RegistryServer:
 
     def start(self) -> None:
         """Start the registry on a fresh ephemeral port, retrying if the port got taken."""
+        need_tool("docker-registry", REGISTRY_BINARY)
         last_error: RegistryStartError | None = None
         for _ in range(_BIND_ATTEMPTS):
             port = free_port(self.address)

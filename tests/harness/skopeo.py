@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from tests.harness.tiers import need_tool
+
 __all__ = [
     "RegistryLike",
     "SkopeoError",
@@ -102,7 +104,7 @@ def run(args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT) -> bytes:
     """Run ``skopeo <global flags> ARGS``; return stdout, raise :class:`SkopeoError`."""
     workdir = _ensure_workdir()
     cmd = [
-        SKOPEO,
+        need_tool("skopeo", SKOPEO),
         "--policy",
         str(workdir / "policy.json"),
         "--registries.d",

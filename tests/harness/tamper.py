@@ -56,6 +56,24 @@ def read_members(bundle: Path) -> list[TarMember]:
     return members
 
 
+def member_data(bundle: Path, name: str) -> bytes:
+    """The payload of member ``name``, read by :func:`read_members` (tampered tars too)."""
+    return next(m.data for m in read_members(bundle) if m.name == name)
+
+
+def tar_member(bundle: Path, name: str) -> bytes:
+    """The payload of member ``name``, read with the standard library's tarfile."""
+    with tarfile.open(bundle) as tar:
+        extracted = tar.extractfile(name)
+        assert extracted is not None
+        return extracted.read()
+
+
+def blob_data(bundle: Path, digest: str) -> bytes:
+    """The bytes of blob ``digest`` ("sha256:HEX") as the bundle stores it."""
+    return tar_member(bundle, f"images/blobs/sha256/{digest.removeprefix('sha256:')}")
+
+
 def write_members(path: Path, members: Iterable[TarMember], *, end_marker: bool = True) -> Path:
     """Write ``members`` as a tar at ``path``: header, payload, padding, then two zero
     blocks (unless ``end_marker`` is false). Sizes follow the payloads."""
