@@ -487,7 +487,7 @@ def test_download_reads_responses_in_pieces_bigger_than_httpcores_default(
 ) -> None:
     """Per-read Python work dominated collect's CPU at httpcore's 64 KiB reads; a blob
     streamed over loopback must arrive in bigger reads (airgap.net.http1frames.READ_BYTES, the
-    registry transport's; airgap.net.httpclient.RESPONSE_READ_BYTES for httpcore elsewhere)."""
+    registry transport's; airgap.net.pacedcore.RESPONSE_READ_BYTES for httpcore elsewhere)."""
     registry = connect(plain_registry)
     data = os.urandom(4 * MIB)
     digest = skopeo.digest_of(data)

@@ -167,7 +167,7 @@ class BoundedComposer(Composer):
     max_depth = MAX_COMPONENTS_DEPTH
     max_alias_nodes = MAX_COMPONENTS_ALIAS_NODES
     max_built_nodes = MAX_COMPONENTS_BUILT_NODES
-    max_total_nodes: int | None = None  # composed plus what aliases stand for
+    max_total_nodes: float = float("inf")  # composed plus what aliases stand for
     # whether a scalar counts as a level of nesting (components' bound) or only
     # collections do (small documents' bound, as their readers have always counted)
     scalars_nest = True
@@ -331,8 +331,8 @@ class BoundedComposer(Composer):
             raise DepthExceeded(None, None, too_deep_problem(self.max_depth), event.start_mark)
         start = self._total
         self._total += 1
-        if self.max_total_nodes is not None and self._total > self.max_total_nodes:
-            self._check_total(event)
+        if self._total > self.max_total_nodes:
+            raise self._too_many_nodes(event)
         self._built += 1
         if self._built > self.max_built_nodes:
             raise _error(f"more than {self.max_built_nodes} nodes to build", event)
@@ -350,11 +350,10 @@ class BoundedComposer(Composer):
             self._weights[anchor] = self._total - start
         return node
 
-    def _check_total(self, event: Any) -> None:
-        if self.max_total_nodes is not None and self._total > self.max_total_nodes:
-            raise NodesExceeded(
-                None, None, f"more than {self.max_total_nodes} nodes", event.start_mark
-            )
+    def _too_many_nodes(self, event: Any) -> NodesExceeded:
+        return NodesExceeded(
+            None, None, f"more than {self.max_total_nodes} nodes", event.start_mark
+        )
 
     def _alias(self, event: Any) -> Node:
         self.get_event()
@@ -370,7 +369,8 @@ class BoundedComposer(Composer):
                 raise _error(f"alias *{anchor[:80]} refers to its own ancestor", event)
             raise _error(f"found undefined alias {shown(anchor)}", event)
         self._total += weight
-        self._check_total(event)
+        if self._total > self.max_total_nodes:
+            raise self._too_many_nodes(event)
         self._aliased += weight
         if self._aliased > self.max_alias_nodes:
             raise ComposerError(

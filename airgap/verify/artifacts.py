@@ -68,7 +68,7 @@ class _Bundle:
         return outcome
 
     def tree(self, digest: str) -> list[Manifest]:
-        """A manifest and every manifest below it (what parses; verify.content
+        """A manifest and every manifest below it (what parses; verify.layoutcheck
         reports the rest)."""
         found: dict[str, Manifest] = {}
         pending = [digest]
